@@ -1,0 +1,164 @@
+"""`rolecall make-base`: build and pretrain the embedded default model, reproducibly.
+
+A tiny Qwen3-architecture LM and a character tokenizer are trained (full SFT, loss on the
+assistant tokens only) on transcripts of every shipped workflow played by a noisy oracle.
+Same seed and step count give the same weights on the same torch build.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from rolecall.basemodel.tokenizer import build_tokenizer
+from rolecall.basemodel.transcripts import OracleEngine, OracleRates
+from rolecall.rollout import rollout
+from rolecall.tasks.arithmetic import ArithmeticTask
+from rolecall.workflows import WORKFLOWS, build_workflow, load_prompts
+
+# Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
+MODEL_SHAPE = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=6,
+                   num_key_value_heads=2, head_dim=32, max_position_embeddings=1024)
+
+
+def build_model(tok, seed: int):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=len(tok), tie_word_embeddings=True, rope_theta=10000.0,
+                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      bos_token_id=None, **MODEL_SHAPE)
+    model = Qwen3ForCausalLM(cfg)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model
+
+
+def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: OracleRates,
+                seed: int) -> list[tuple[list[int], int]]:
+    """(token ids, prompt length) for every turn of oracle-played episodes of every workflow."""
+    rng = random.Random(seed)
+    render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    engine = OracleEngine(rates, rng, render)
+    train = task.train()
+    prompts = load_prompts("math")
+    for name in sorted(WORKFLOWS):
+        wf = build_workflow(name, prompts, {})
+        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow)]
+        rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
+    out = []
+    for prompt, completion in engine.examples:
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        c = tok(completion + tok.eos_token, add_special_tokens=False)["input_ids"]
+        out.append((p + c, len(p)))
+    rng.shuffle(out)
+    return out
+
+
+def arithmetic_facts(task: ArithmeticTask, rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Packed correct facts `a+b=c` (loss on the results only): the model's 'pretraining
+    knowledge', which the noisy role transcripts then fail to use reliably."""
+    rng = random.Random(seed + 1)
+    train = task.train()
+    out = []
+    for _ in range(rows):
+        ids: list[int] = []
+        mask: list[int] = []
+        for _ in range(per_row):
+            p = train[rng.randrange(len(train))]
+            q = tok(f"{p.prompt}=", add_special_tokens=False)["input_ids"]
+            a = tok(f"{p.answer}\n", add_special_tokens=False)["input_ids"]
+            ids += q + a
+            mask += [0] * len(q) + [1] * len(a)
+        out.append((ids, mask))
+    return out
+
+
+def _as_masked(rows: list[tuple[list[int], int]]) -> list[tuple[list[int], list[int]]]:
+    return [(ids, [0] * n + [1] * (len(ids) - n)) for ids, n in rows]
+
+
+def _batches(rows: list[tuple[list[int], list[int]]], batch: int, rng: random.Random) -> list[list]:
+    # Length buckets: sorting before batching cuts padding, shuffling batches keeps SGD mixed.
+    rows = sorted(rows, key=lambda r: len(r[0]))
+    out = [rows[i: i + batch] for i in range(0, len(rows), batch)]
+    rng.shuffle(out)
+    return out
+
+
+def _batch(rows: list[tuple[list[int], list[int]]], pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), pad)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), -100)
+    for i, (x, m) in enumerate(rows):
+        ids[i, : len(x)] = torch.tensor(x)
+        attn[i, : len(x)] = 1
+        labels[i, : len(x)] = torch.where(torch.tensor(m) > 0, torch.tensor(x), -100)
+    return ids, attn, labels
+
+
+def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Bare questions answered right in chat form: the model *can* answer in a chat turn,
+    even though the role transcripts it also sees show the roles doing it unreliably."""
+    rng = random.Random(seed + 2)
+    train = task.train()
+    out = []
+    for _ in range(n):
+        p = train[rng.randrange(len(train))]
+        prompt = tok.apply_chat_template([{"role": "user", "content": p.prompt}], tokenize=False, add_generation_prompt=True)
+        q = tok(prompt, add_special_tokens=False)["input_ids"]
+        a = tok(f"\\boxed{{{p.answer}}}{tok.eos_token}", add_special_tokens=False)["input_ids"]
+        out.append((q + a, [0] * len(q) + [1] * len(a)))
+    return out
+
+
+def make_base(out: Path, *, fact_steps: int = 1200, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
+              seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000,
+              rates: OracleRates = OracleRates(), progress: Callable[[int, int, float], None] | None = None) -> dict:
+    """Phase 1: packed `a+b=c` facts (cheap tokens, learns the arithmetic). Phase 2: one pass
+    over role transcripts + chat-form facts + more packed facts (learns the roles' formats).
+    One optimizer and one warmup+cosine schedule span both phases."""
+    torch.manual_seed(seed)
+    tok = build_tokenizer()
+    task = ArithmeticTask()
+    rng = random.Random(seed)
+    phase1 = [arithmetic_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
+    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed))
+    mix += chat_facts(task, n_chat_facts, tok, seed)
+    mix += arithmetic_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
+    plan = phase1 + _batches(mix, batch, rng)
+    steps = len(plan)
+    model = build_model(tok, seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warm = 30
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))))
+    model.train()
+    t0, loss_ema = time.time(), None
+    for step, rows in enumerate(plan):
+        ids, attn, labels = _batch(rows, tok.pad_token_id)
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+        if progress:
+            progress(step + 1, steps, loss_ema)
+    out.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    info = {"fact_steps": fact_steps, "steps": steps, "batch": batch, "lr": lr, "seed": seed,
+            "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
+            "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
+            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow}
+    (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
+    return info

@@ -1,0 +1,93 @@
+"""Synthetic role transcripts for pretraining the embedded model: a noisy oracle plays every role.
+
+The real workflows run against `OracleEngine`, so every transcript has exactly the prompt
+and conversation shape training will see. The oracle is deliberately imperfect at set
+rates (wrong answers, noisy verdicts, poor selections) so that RL has headroom.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from rolecall.engines.base import GenOutput, GenRequest
+from rolecall.parsing import last_boxed
+
+_EXPR = re.compile(r"(\d+)([+-])(\d+)")
+_LISTED = re.compile(r"^(\d+): (.*)$", re.MULTILINE)
+STRATEGIES = (
+    "Add the ones, then the tens.", "Split each number into tens and ones.",
+    "Round to a ten, then fix the difference.", "Count on from the larger number.",
+    "Work from the left digit.", "Check the result by the inverse operation.",
+)
+CRITIQUES_BAD = ("Recheck the last digit.", "The carry is wrong.", "Recompute the tens.")
+CRITIQUES_GOOD = ("The arithmetic checks out.", "Each digit is right.")
+
+
+@dataclass(frozen=True)
+class OracleRates:
+    """How often each role does its job right (the rest is plausible noise)."""
+
+    solve: float = 0.3  # generator / worker / revision gives the right answer
+    select: float = 0.3  # aggregator / synthesizer picks a right candidate when one exists
+    judge: float = 0.65  # evaluator verdict matches the truth
+
+
+def _truth(text: str) -> int:
+    a, op, b = _EXPR.search(text).groups()
+    return int(a) + int(b) if op == "+" else int(a) - int(b)
+
+
+def _wrong(ans: int, rng: random.Random) -> int:
+    delta = rng.choice((1, -1, 2, -2, 10, -10, 11, -9))
+    return abs(ans + delta) if ans + delta != ans else ans + 1
+
+
+class OracleEngine:
+    """Plays the role named by the request's policy (route roles to themselves)."""
+
+    def __init__(self, rates: OracleRates, rng: random.Random, render) -> None:
+        self.rates, self.rng, self.render = rates, rng, render
+        self.examples: list[tuple[str, str]] = []  # (rendered prompt, completion)
+
+    def _answer(self, truth: int) -> str:
+        ok = self.rng.random() < self.rates.solve
+        return f"\\boxed{{{truth if ok else _wrong(truth, self.rng)}}}"
+
+    def _select(self, truth: int, listed: str) -> int:
+        boxes = [last_boxed(c) for _, c in _LISTED.findall(listed)]
+        right = [i + 1 for i, b in enumerate(boxes) if b == str(truth)]
+        if right and self.rng.random() < self.rates.select:
+            return self.rng.choice(right)
+        return self.rng.randint(1, max(1, len(boxes)))
+
+    def reply(self, req: GenRequest) -> str:
+        role, text = req.policy, req.messages[-1]["content"]
+        truth = _truth(req.messages[0]["content"])
+        if role in ("generator", "worker"):
+            return self._answer(truth)
+        if role == "evaluator":
+            said = last_boxed(text.rsplit("Solution:", 1)[-1])
+            right = (said == str(truth)) == (self.rng.random() < self.rates.judge)
+            verdict = "Correct" if right else "Incorrect"
+            why = self.rng.choice(CRITIQUES_GOOD if right else CRITIQUES_BAD)
+            return f"\\boxed{{{verdict}}} {why}"
+        if role == "aggregator":
+            return f"\\boxed{{{self._select(truth, text)}}}"
+        if role == "synthesizer":
+            k = self._select(truth, text)
+            listed = [c for _, c in _LISTED.findall(text)]
+            return listed[k - 1] if k <= len(listed) else self._answer(truth)
+        if role == "orchestrator":
+            n = int(re.search(r"List (\d+)", text).group(1))
+            picks = self.rng.sample(STRATEGIES, min(n, len(STRATEGIES)))
+            return "\n".join(f"{i + 1}. {s}" for i, s in enumerate(picks))
+        raise ValueError(f"oracle: no script for role {role!r}")
+
+    def generate(self, requests: list[GenRequest], *, temperature: float) -> list[GenOutput]:
+        outs = []
+        for r in requests:
+            prompt, completion = self.render(r.messages), self.reply(r)
+            self.examples.append((prompt, completion))
+            outs.append(GenOutput(prompt_text=prompt, completion_text=completion))
+        return outs

@@ -1,0 +1,154 @@
+"""`rolecall` command line: train, eval, make-base."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Train multi-agent LLM workflows with reinforcement learning, role by role.")
+console = Console(stderr=True)
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[bold red]error:[/] {msg}", markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+def _config(config: Optional[Path], overrides: list[str], steps: Optional[int]):
+    from rolecall.config import ConfigError, load_config
+
+    if steps is not None:
+        overrides = [*overrides, f"train.steps={steps}"]
+    try:
+        return load_config(config, overrides)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _split_args(config: Optional[str], overrides: list[str]) -> tuple[Optional[Path], list[str]]:
+    # `rolecall train a.b=1` has no CONFIG: the first positional is an override.
+    if config is not None and "=" in config and not config.endswith((".yaml", ".yml")):
+        return None, [config, *overrides]
+    return (Path(config) if config else None), overrides
+
+
+@app.command()
+def train(
+    config: Optional[str] = typer.Argument(None, help="YAML config; omitted = the embedded default (voting, Isolated-Policy)."),
+    overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides, e.g. routing=shared"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<workflow>-<time>)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Training steps (train.steps)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config and exit."),
+) -> None:
+    """Train the workflow's policies with RL; writes a run directory."""
+    from rolecall.config import dump_config
+
+    if resume is not None:
+        if config is not None and "=" not in config:
+            _fail("--resume takes the config from the run directory; do not pass CONFIG too")
+        cfg_path = resume / "config.yaml"
+        if not cfg_path.is_file():
+            _fail(f"--resume {str(resume)!r}: no config.yaml there (not a run directory)")
+        cfg = _config(cfg_path, _split_args(config, overrides or [])[1], steps)
+        out = resume
+    else:
+        path, ov = _split_args(config, overrides or [])
+        cfg = _config(path, ov, steps)
+    if dry_run:
+        sys.stdout.write(dump_config(cfg))
+        return
+    out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    _run_training(cfg, out, resume is not None)
+
+
+def _run_training(cfg, out: Path, resume: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from rolecall.train.loop import train as run_train
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+                        console=console, transient=False)
+    task = progress.add_task("train", total=cfg.train.steps, info="loading")
+
+    def on_event(kind: str, row: dict) -> None:
+        if kind == "val":
+            progress.console.print(f"step {row['step']:>4}  val/accuracy {row['val/accuracy']:.3f}")
+        else:
+            progress.update(task, completed=row["step"],
+                            info=f"reward {row.get('reward/mean', float('nan')):.3f}  {row['time/step_s']:.1f}s/step")
+
+    try:
+        with progress:
+            path = run_train(cfg, out, resume=resume, on_event=on_event)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        _fail(str(e))
+    console.print(f"run directory: {path}")
+
+
+@app.command("eval")
+def eval_cmd(
+    target: str = typer.Argument(..., help="A run directory (uses its latest checkpoint) or a config YAML."),
+    overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides"),
+    base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
+) -> None:
+    """Validation accuracy of the workflow's final answer, printed as JSON."""
+    from rolecall.train.checkpoint import latest_checkpoint, load_adapter
+    from rolecall.train.loop import build_stack, validate
+
+    p = Path(target)
+    run_dir = p if p.is_dir() else None
+    cfg = _config(p / "config.yaml" if run_dir else p, overrides or [], None)
+    try:
+        stack = build_stack(cfg)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    ckpt = latest_checkpoint(run_dir) if run_dir else None
+    if run_dir and not base:
+        if ckpt is None:
+            _fail(f"{str(run_dir)!r} has no checkpoint yet")
+        for name in stack.routing.adapters:
+            load_adapter(stack.model, name, ckpt / name)
+    result = validate(stack, base=base)
+    result["checkpoint"] = str(ckpt) if (ckpt and not base) else None
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+
+
+@app.command("make-base")
+def make_base_cmd(
+    out: Path = typer.Option(None, "--out", help="Where to write the model (default: the package's embedded dir)."),
+    fact_steps: int = typer.Option(1200, help="Phase-1 steps on packed arithmetic facts."),
+    episodes: int = typer.Option(1000, help="Oracle episodes per workflow in phase 2."),
+    seed: int = typer.Option(0, help="Seed of data and weights."),
+) -> None:
+    """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
+    import torch
+    from rich.progress import Progress
+
+    from rolecall.basemodel.make import make_base
+    from rolecall.policies.model import embedded_dir
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    out = out or embedded_dir()
+    with Progress(console=console) as progress:
+        task = progress.add_task("pretraining", total=None)
+
+        def prog(step: int, total: int, loss: float) -> None:
+            progress.update(task, completed=step, total=total, description=f"pretraining loss {loss:.3f}")
+
+        info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed, progress=prog)
+    console.print(json.dumps(info))
+    console.print(f"wrote {out}")
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,185 @@
+"""Typed run configuration: YAML + dotted `key=value` overrides, validated before any model loads."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PolicyCfg(_Strict):
+    trainable: bool = Field(True, description="False: the adapter is used for rollouts but never updated.")
+
+
+class ModelCfg(_Strict):
+    path: str = Field("embedded", description="`embedded` (the shipped tiny model) or a local HF checkpoint directory.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
+
+
+class TaskCfg(_Strict):
+    name: Literal["arithmetic"] = Field("arithmetic", description="Problem source (built-in procedural task).")
+    digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
+    ops: str = Field("+-", description="Operators to draw from: '+', '-' or both.")
+    n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split).")
+    seed: int = Field(1234, description="Seed of the train/validation split.")
+
+
+class WorkflowCfg(_Strict):
+    name: str = Field("voting", description="single | eval_opt | voting | orch_workers, or 'module:Class'.")
+    prompts: str = Field("math", description="Shipped prompt set name or a path to a prompts .yaml file.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers).")
+
+
+class LoraCfg(_Strict):
+    r: PositiveInt = Field(16, description="LoRA rank (paper preset: 64).")
+    alpha: PositiveInt = Field(32, description="LoRA alpha.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="LoRA dropout.")
+    target_modules: Union[str, list[str]] = Field("all-linear", description="Modules that get LoRA.")
+
+
+class RolloutCfg(_Strict):
+    group_size: PositiveInt = Field(8, description="Episodes sampled per problem (GRPO group n).")
+    problems_per_step: PositiveInt = Field(16, description="Problems per training step.")
+    temperature: PositiveFloat = Field(0.7, description="Sampling temperature (training and validation).")
+    max_new_tokens: PositiveInt = Field(48, description="Token budget of one turn; longer turns are cut and marked truncated.")
+    max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
+    max_batch: PositiveInt = Field(512, description="Most rows in one generate call.")
+
+
+class AlgoCfg(_Strict):
+    estimator: str = Field("grpo", description="Advantage estimator: grpo | agentwise.")
+    group_by: Literal["slot", "role", "episode"] | None = Field(None, description="Group key next to the problem; default: the estimator's.")
+    clip_low: float = Field(0.2, gt=0, lt=1, description="PPO clip epsilon below 1.")
+    clip_high: float = Field(0.28, gt=0, description="PPO clip epsilon above 1.")
+    dual_clip: float | None = Field(3.0, gt=1, description="Dual-clip constant c for negative advantages; null disables.")
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = Field("seq-mean-token-mean", description="Loss aggregation.")
+    mini_batches: PositiveInt = Field(1, description="Optimizer steps per training step per policy.")
+    ppo_epochs: PositiveInt = Field(1, description="Passes over the rollout batch.")
+    micro_batch_tokens: PositiveInt = Field(16384, description="Most padded tokens in one forward/backward (gradient accumulation).")
+
+
+class OptimCfg(_Strict):
+    lr: PositiveFloat = Field(2e-3, description="AdamW learning rate (paper preset 2e-5 for billion-parameter models).")
+    warmup_steps: int = Field(3, ge=0, description="Linear warmup, in optimizer steps.")
+    schedule: Literal["cosine", "constant"] = Field("cosine", description="Decay after warmup.")
+    grad_clip: PositiveFloat = Field(1.0, description="Max gradient norm per adapter.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+
+
+class RewardCfg(_Strict):
+    name: Literal["math"] = Field("math", description="Verifier of the final answer.")
+    missing_box_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{}.")
+
+
+class TrainCfg(_Strict):
+    steps: PositiveInt = Field(60, description="Training steps.")
+    val_every: PositiveInt = Field(10, description="Validate every N steps (and at step 0 and the end).")
+    checkpoint_every: PositiveInt = Field(10, description="Checkpoint every N steps (and at the end).")
+    keep_last: PositiveInt = Field(3, description="Checkpoints kept.")
+    seed: int = Field(0, description="Seed of problem order and sampling.")
+    threads: int = Field(0, ge=0, description="torch threads; 0 = all cores.")
+    samples_per_step: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+
+
+class Config(_Strict):
+    model: ModelCfg = Field(default_factory=ModelCfg)
+    task: TaskCfg = Field(default_factory=TaskCfg)
+    workflow: WorkflowCfg = Field(default_factory=WorkflowCfg)
+    routing: Union[Literal["isolated", "shared"], dict[str, str]] = Field(
+        "isolated", description="isolated (one LoRA per role type), shared (one LoRA), or {role: policy}; policy `base` = no adapter.")
+    policies: dict[str, PolicyCfg] | None = Field(
+        None, description="Policy table {name: {trainable}}; default: one trainable adapter per routed name.")
+    lora: LoraCfg = Field(default_factory=LoraCfg)
+    rollout: RolloutCfg = Field(default_factory=RolloutCfg)
+    algo: AlgoCfg = Field(default_factory=AlgoCfg)
+    optim: OptimCfg = Field(default_factory=OptimCfg)
+    reward: RewardCfg = Field(default_factory=RewardCfg)
+    train: TrainCfg = Field(default_factory=TrainCfg)
+
+    @model_validator(mode="after")
+    def _semantics(self) -> "Config":
+        # Cross-field checks that need no model: workflow, routing, estimator names.
+        from rolecall.advantages import ESTIMATORS
+        from rolecall.policies.routing import build_routing
+        from rolecall.workflows import build_workflow, load_prompts
+
+        if self.algo.estimator not in ESTIMATORS:
+            raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
+        wf = build_workflow(self.workflow.name, load_prompts(self.workflow.prompts), self.workflow.options)
+        build_routing(self.routing, wf.roles, self.policy_table())
+        unknown = sorted(set(self.rollout.max_new_tokens_by_role) - set(wf.roles))
+        if unknown:
+            raise ValueError(f"rollout.max_new_tokens_by_role: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
+        return self
+
+
+    def policy_table(self) -> dict[str, bool] | None:
+        return None if self.policies is None else {k: v.trainable for k, v in self.policies.items()}
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased with the dotted path, the bad value and what is allowed."""
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{dotted}: {k!r} is not a section")
+    node[keys[-1]] = value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    """YAML file (or defaults) + `a.b=value` overrides (values parsed as YAML scalars)."""
+    tree: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        tree = yaml.safe_load(p.read_text("utf-8")) or {}
+        if not isinstance(tree, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected dotted.key=value")
+        _set_dotted(tree, key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e)) from None
+
+
+def format_validation_error(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        path = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            section = _section_fields(err["loc"][:-1])
+            msg = f"unknown key; allowed here: {section}"
+        got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and "input" in err and not isinstance(err["input"], dict) else ""
+        lines.append(f"{path}: {msg}{got}" if path else f"{msg}{got}")
+    return "invalid config:\n  " + "\n  ".join(lines)
+
+
+def _section_fields(loc: tuple) -> list[str]:
+    model: type[BaseModel] = Config
+    for k in loc:
+        field = model.model_fields.get(str(k))
+        ann = getattr(field, "annotation", None) if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return sorted(model.model_fields)
+
+
+def dump_config(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,91 @@
+"""Local Hugging Face engine: one `generate` per wave, rows with different LoRA adapters.
+
+Mixed-adapter batches use PEFT's `adapter_names` (eval mode only). Sampling log-probs
+are recorded step by step by a logits processor that also applies the temperature, so
+they are exactly the distribution sampled from, with O(batch x vocab) extra memory.
+"""
+from __future__ import annotations
+
+import torch
+
+from rolecall.engines.base import GenOutput, GenRequest
+from rolecall.policies.model import peft_row_names
+
+
+class _TemperatureAndLogprobs:
+    """Scales logits by 1/T and keeps log-softmax of the last step to read the sampled token's log-prob."""
+
+    def __init__(self, temperature: float, prompt_len: int) -> None:
+        self.t = temperature if temperature > 0 else 1.0
+        self.prompt_len = prompt_len
+        self.prev: torch.Tensor | None = None
+        self.logprobs_B_T: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.collect(input_ids)
+        scores = scores / self.t
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def collect(self, input_ids: torch.Tensor) -> None:
+        if self.prev is not None and input_ids.shape[1] > self.prompt_len:
+            tok = input_ids[:, -1:]
+            self.logprobs_B_T.append(self.prev.gather(1, tok).squeeze(1))
+            self.prev = None
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, *, max_batch: int = 256, enable_thinking: bool = False) -> None:
+        self.model, self.tok = model, tokenizer
+        self.max_batch = max_batch
+        self.enable_thinking = enable_thinking
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                            enable_thinking=self.enable_thinking)
+
+    def generate(self, requests: list[GenRequest], *, temperature: float) -> list[GenOutput]:
+        outs: list[GenOutput] = []
+        for i in range(0, len(requests), self.max_batch):
+            outs += self._generate_chunk(requests[i:i + self.max_batch], temperature)
+        return outs
+
+    @torch.no_grad()
+    def _generate_chunk(self, reqs: list[GenRequest], temperature: float) -> list[GenOutput]:
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        texts = [self.render(r.messages) for r in reqs]
+        ids_B = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        width = max(map(len, ids_B))
+        pad = self.tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids_B])
+        attn = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids_B])
+        budget = max(r.max_new_tokens for r in reqs)
+        rec = _TemperatureAndLogprobs(temperature, width)
+        cfg = GenerationConfig(max_new_tokens=budget, do_sample=temperature > 0, temperature=1.0,
+                               top_k=None, top_p=1.0, pad_token_id=pad, eos_token_id=self.tok.eos_token_id)
+        was_training = self.model.training
+        self.model.eval()  # PEFT mixed-adapter batches work only in eval mode
+        try:
+            kw = {}
+            if hasattr(self.model, "peft_config"):
+                kw["adapter_names"] = peft_row_names([r.policy for r in reqs])
+            seq = self.model.generate(input_ids=input_ids.to(self.model.device), attention_mask=attn.to(self.model.device),
+                                      generation_config=cfg, logits_processor=LogitsProcessorList([rec]), **kw)
+        finally:
+            self.model.train(was_training)
+        rec.collect(seq)
+        gen_B_T = seq[:, width:].tolist()
+        lp_B_T = torch.stack(rec.logprobs_B_T, 1).tolist() if rec.logprobs_B_T else [[] for _ in reqs]
+        return [self._finish(text, ids, gen, lp, r.max_new_tokens)
+                for text, ids, gen, lp, r in zip(texts, ids_B, gen_B_T, lp_B_T, reqs)]
+
+    def _finish(self, prompt_text: str, prompt_ids: list[int], gen: list[int], lp: list[float],
+                budget: int) -> GenOutput:
+        eos = self.tok.eos_token_id
+        end = gen.index(eos) + 1 if eos in gen[:budget] else None
+        cut = end if end is not None else min(budget, len(gen))
+        comp = gen[:cut]
+        return GenOutput(prompt_text=prompt_text, prompt_ids=prompt_ids, completion_ids=comp,
+                         completion_text=self.tok.decode(comp, skip_special_tokens=True),
+                         logprobs=lp[:cut], finish_reason="stop" if end is not None else "length")

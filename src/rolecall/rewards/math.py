@@ -1,0 +1,124 @@
+"""Strict, fast math-answer grading: last boxed answer vs gold, string or exact-number match."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from rolecall.parsing import last_boxed, strip_think
+
+# The final answer sits at the end; scanning only the tail (and only the last few box
+# openings) keeps degenerate repetition loops from making `last_boxed` quadratic.
+_TAIL_CHARS = 20_000
+_MAX_BOX_CANDIDATES = 8
+# Normalisation walks answers in Python; a real final answer is never this long.
+_MAX_ANSWER_CHARS = 2_000
+# Beyond this an "number" is degenerate output; also stays under int()'s digit limit.
+_MAX_DIGITS = 1_000
+
+_BOX_KEY = "\\boxed{"
+_LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![a-zA-Z])")
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_DECIMAL = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = re.compile(_DECIMAL)
+_SLASH_FRAC = re.compile(rf"({_DECIMAL})/({_DECIMAL})")
+_TEX_FRAC = re.compile(rf"([+-]?)\\[dt]?frac\{{({_DECIMAL})\}}\{{({_DECIMAL})\}}")
+
+
+@dataclass(frozen=True)
+class Score:
+    """A verifier's verdict; `value` is None only when the turn cannot be scored."""
+
+    value: float | None
+    status: str  # "ok" | "wrong" | "no_answer" | "unscorable"
+
+
+def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0) -> Score:
+    """1.0 if the last `\\boxed{}` after any think block matches `gold`, else 0.0.
+
+    No (closed) box scores -missing_box_penalty with status "no_answer"; an empty gold
+    answer is a dataset bug, reported as "unscorable" instead of a fake 0.
+    """
+    if not gold or not gold.strip():
+        return Score(None, "unscorable")
+    pred = last_boxed(_answer_region(strip_think(completion)))
+    if pred is None:
+        return Score(0.0 - missing_box_penalty, "no_answer")
+    return Score(1.0, "ok") if answers_match(pred, gold) else Score(0.0, "wrong")
+
+
+def _answer_region(text: str) -> str:
+    """Tail of `text` starting at one of its last few box openings (the whole tail if fewer)."""
+    text = text[-_TAIL_CHARS:]
+    start = len(text)
+    for _ in range(_MAX_BOX_CANDIDATES):
+        found = text.rfind(_BOX_KEY, 0, start)
+        if found < 0:
+            return text
+        start = found
+    return text[start:]
+
+
+def answers_match(pred: str, gold: str) -> bool:
+    """Equal after light LaTeX normalisation, or equal as exact rationals.
+
+    Never evaluates expressions: only plain integers, decimals, `a/b` and
+    `\\frac{a}{b}` are read as numbers, so `2+2` does not match `4`.
+    """
+    if pred.strip() == gold.strip():
+        return True
+    if len(pred) > _MAX_ANSWER_CHARS or len(gold) > _MAX_ANSWER_CHARS:
+        return False
+    p, g = _normalize(pred), _normalize(gold)
+    if not p or not g:
+        return False
+    if p == g:
+        return True
+    p_num, g_num = _to_fraction(p), _to_fraction(g)
+    return p_num is not None and p_num == g_num
+
+
+def _normalize(ans: str) -> str:
+    # Wrappers can nest in any order (`$\text{5}$.`), so peel until nothing changes.
+    prev = None
+    while ans != prev:
+        prev = ans
+        ans = "".join(ans.split())  # whitespace is not significant in math mode
+        ans = _LEFT_RIGHT.sub("", ans)
+        ans = ans.removesuffix(".")
+        if len(ans) >= 2 and ans[0] == "$" and ans[-1] == "$":
+            ans = ans.strip("$")
+        ans = _unwrap(ans, "\\text{")
+    ans = ans.replace("{,}", ",")  # LaTeX thousands separator 1{,}000
+    if _THOUSANDS.fullmatch(ans):
+        ans = ans.replace(",", "")
+    return ans
+
+
+def _unwrap(ans: str, head: str) -> str:
+    """`head...}` -> `...` only if the brace opened by `head` closes at the very end."""
+    if not (ans.startswith(head) and ans.endswith("}")):
+        return ans
+    depth = 1
+    for i in range(len(head), len(ans)):
+        depth += {"{": 1, "}": -1}.get(ans[i], 0)
+        if depth == 0:
+            return ans[len(head):-1] if i == len(ans) - 1 else ans
+    return ans
+
+
+def _to_fraction(ans: str) -> Fraction | None:
+    """Exact value of a plain number, `a/b` or `\\frac{a}{b}`; None for anything else."""
+    if sum(c.isdigit() for c in ans) > _MAX_DIGITS:
+        return None
+    if _NUMBER.fullmatch(ans):
+        return Fraction(ans)
+    if m := _SLASH_FRAC.fullmatch(ans):
+        num, den = Fraction(m[1]), Fraction(m[2])
+        return num / den if den else None
+    if m := _TEX_FRAC.fullmatch(ans):
+        num, den = Fraction(m[2]), Fraction(m[3])
+        if not den:
+            return None
+        return -num / den if m[1] == "-" else num / den
+    return None

@@ -1,0 +1,176 @@
+"""The training loop, as named stages: rollout -> score -> advantage -> update -> log.
+
+`build_stack` loads everything once; `train_step` is one RL step; `train` runs the
+steps with validation, checkpoints and a progress bar.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Callable
+
+import torch
+
+from rolecall.config import Config
+from rolecall.engines.hf import HFEngine
+from rolecall.policies.model import attach_adapters, load_base
+from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
+from rolecall.rollout import rollout
+from rolecall.tasks.arithmetic import ArithmeticTask
+from rolecall.train.batch import rows_for_policy
+from rolecall.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from rolecall.train.metrics import rollout_metrics
+from rolecall.train.run_dir import RunDir
+from rolecall.train.stages import advantages, score
+from rolecall.train.update import PolicyOptim, build_optimizers, update_policy
+from rolecall.types import Episode, Problem
+from rolecall.workflows import Workflow, build_workflow, load_prompts
+
+
+@dataclass
+class Stack:
+    """Everything one run holds in memory."""
+
+    cfg: Config
+    workflow: Workflow
+    routing: Routing
+    model: object
+    tok: object
+    engine: HFEngine
+    optims: dict[str, PolicyOptim]
+    train_P: list[Problem]
+    val_P: list[Problem]
+
+    def max_new_tokens(self, role: str) -> int:
+        return self.cfg.rollout.max_new_tokens_by_role.get(role, self.cfg.rollout.max_new_tokens)
+
+
+def load_problems(cfg: Config) -> tuple[list[Problem], list[Problem]]:
+    t = cfg.task
+    task = ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed)
+    train_P, val_P = task.train(), task.validation()
+    if not train_P or not val_P:
+        raise ValueError(f"task: empty dataset (train {len(train_P)}, validation {len(val_P)} problems)")
+    return train_P, val_P
+
+
+def build_stack(cfg: Config) -> Stack:
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    workflow = build_workflow(cfg.workflow.name, load_prompts(cfg.workflow.prompts), cfg.workflow.options)
+    routing = build_routing(cfg.routing, workflow.roles, cfg.policy_table())
+    train_P, val_P = load_problems(cfg)
+    model, tok = load_base(cfg.model.path, cfg.model.dtype)
+    torch.manual_seed(cfg.train.seed)  # LoRA A init
+    model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
+                            dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
+        for n, p in model.named_parameters():
+            if f".{name}." in n and "lora_" in n:
+                p.requires_grad_(True)
+    optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.train.steps * cfg.algo.mini_batches * cfg.algo.ppo_epochs)
+    engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch)
+    return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P)
+
+
+def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> list[Problem]:
+    """Step s reads a fixed slice of a seeded per-epoch permutation: resume needs only the step."""
+    out: list[Problem] = []
+    pos = (step - 1) * n
+    while len(out) < n:
+        epoch, offset = divmod(pos, len(train_P))
+        order = list(range(len(train_P)))
+        random.Random(seed * 7919 + epoch).shuffle(order)
+        take = min(n - len(out), len(train_P) - offset)
+        out += [train_P[i] for i in order[offset: offset + take]]
+        pos += take
+    return out
+
+
+def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int) -> list[Episode]:
+    torch.manual_seed(seed)
+    return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
+                   stack.cfg.rollout.temperature)
+
+
+def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
+    """Final-answer accuracy of the workflow on the validation split (one sample each).
+
+    Same sampling seed every time, so two validations differ only by the weights.
+    """
+    routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
+    eps = _rollout(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
+    score(eps, stack.cfg.reward.missing_box_penalty)
+    m = {f"val/{k}": v for k, v in rollout_metrics(eps).items() if not k.startswith("role/")}
+    m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
+    return m
+
+
+def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
+    cfg = stack.cfg
+    t0 = time.time()
+    problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, cfg.train.seed, step)
+    episodes = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=cfg.train.seed * 1_000_003 + step)
+    t_roll = time.time()
+    row: dict = {"step": step}
+    row.update(score(episodes, cfg.reward.missing_box_penalty))
+    turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by)
+    row.update(adv_metrics)
+    row.update(rollout_metrics(episodes))
+    rng = random.Random(cfg.train.seed * 31 + step)
+    for policy in stack.routing.trainable:
+        rows = rows_for_policy(turns, adv_N, policy)
+        if not rows:
+            continue
+        per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
+                                      pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng)
+        row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
+        for role, m in per_role.items():
+            row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
+            row[f"role/{role}/grad_norm"] = pol["grad_norm"]  # the norm of the adapter this role trains
+    row["time/rollout_s"] = t_roll - t0
+    row["time/step_s"] = time.time() - t0
+    return row, episodes
+
+
+def train(cfg: Config, out: Path, *, resume: bool = False,
+          on_event: Callable[[str, dict], None] | None = None, stop_after: int | None = None) -> Path:
+    """Run (or continue) training into `out`. `on_event(kind, row)` sees every logged row.
+
+    `stop_after` ends the process early after that step (as a kill would, but cleanly);
+    the schedule still follows `train.steps`, so a resume continues the same trajectory.
+    """
+    run = RunDir(out)
+    emit = on_event or (lambda kind, row: None)
+    if not resume:
+        run.create(cfg)
+    stack = build_stack(cfg)
+    start = 0
+    if resume:
+        ckpt = latest_checkpoint(run.path)
+        if ckpt is not None:
+            start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
+        run.truncate_after(start)
+    if start == 0 and not any("val/accuracy" in r for r in run.rows()):
+        row = {"step": 0, **validate(stack)}
+        run.log(row)
+        emit("val", row)
+    for step in range(start + 1, cfg.train.steps + 1):
+        row, episodes = train_step(stack, step)
+        run.log(row)
+        run.log_samples(step, episodes, cfg.train.samples_per_step)
+        emit("step", row)
+        if step % cfg.train.val_every == 0 or step == cfg.train.steps:
+            vrow = {"step": step, **validate(stack)}
+            run.log(vrow)
+            emit("val", vrow)
+        if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
+            save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+        if stop_after is not None and step >= stop_after:
+            break
+    return run.path

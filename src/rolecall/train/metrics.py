@@ -1,0 +1,38 @@
+"""Rollout-side metrics per role and per step (what the episodes look like, not the gradients)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import fmean
+
+from rolecall.types import Episode
+
+
+def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    scored = [ep.reward for ep in episodes if ep.reward is not None]
+    out["reward/mean"] = fmean(scored) if scored else float("nan")
+    out["reward/unscorable"] = float(sum(ep.reward is None for ep in episodes))
+    by_role: dict[str, list] = defaultdict(list)
+    for ep in episodes:
+        for t in ep.turns:
+            by_role[t.role].append((t, ep.reward))
+    for role, items in by_role.items():
+        rewards = [r for _, r in items if r is not None]
+        out[f"role/{role}/reward_mean"] = fmean(rewards) if rewards else float("nan")
+        out[f"role/{role}/completion_len"] = fmean(len(t.completion_ids) for t, _ in items)
+        out[f"role/{role}/truncated_frac"] = fmean(t.truncated for t, _ in items)
+        out[f"role/{role}/turns"] = float(len(items))
+    votes = [ep for ep in episodes if "candidates" in ep.info]
+    if votes:
+        from rolecall.rewards import grade_math
+
+        oracle, picked_right = [], []
+        for ep in votes:
+            right = [grade_math(c, ep.problem.answer).value == 1.0 for c in ep.info["candidates"]]
+            oracle.append(any(right))
+            if any(right):
+                picked_right.append(right[ep.info["selected"] - 1])
+        out["voting/pass_at_k"] = fmean(oracle)
+        out["voting/selection_acc"] = fmean(picked_right) if picked_right else float("nan")
+        out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in votes)
+    return out

@@ -1,0 +1,59 @@
+"""The run directory: resolved config, metrics.jsonl, samples.jsonl, checkpoints/."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from rolecall.config import Config, dump_config
+from rolecall.types import Episode
+
+
+def _clean(v):
+    # JSON has no NaN/Inf: write null so every line stays parseable by strict readers.
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.metrics = self.path / "metrics.jsonl"
+        self.samples = self.path / "samples.jsonl"
+
+    def create(self, cfg: Config) -> None:
+        if self.metrics.exists() and self.metrics.stat().st_size > 0:
+            raise FileExistsError(f"--out {str(self.path)!r} already holds a run; use --resume {self.path} "
+                                  "to continue it or choose another directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "config.yaml").write_text(dump_config(cfg))
+        self.metrics.write_text("")
+        self.samples.write_text("")
+
+    def log(self, row: dict) -> None:
+        with open(self.metrics, "a") as f:
+            f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+
+    def rows(self) -> list[dict]:
+        if not self.metrics.exists():
+            return []
+        return [json.loads(x) for x in self.metrics.read_text().splitlines() if x.strip()]
+
+    def truncate_after(self, step: int) -> None:
+        """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
+        for f in (self.metrics, self.samples):
+            if f.exists():
+                keep = [x for x in f.read_text().splitlines() if x.strip() and json.loads(x)["step"] <= step]
+                f.write_text("".join(x + "\n" for x in keep))
+
+    def log_samples(self, step: int, episodes: list[Episode], n: int) -> None:
+        with open(self.samples, "a") as f:
+            for ep in episodes[:n]:
+                f.write(json.dumps({
+                    "step": step, "problem": ep.problem.prompt, "answer": ep.problem.answer, "sample": ep.sample,
+                    "final": ep.final_answer, "reward": ep.reward,
+                    "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, list, type(None)))},
+                    "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "completion": t.completion_text,
+                               "finish": t.finish_reason, "tokens": len(t.completion_ids)} for t in ep.turns],
+                }) + "\n")

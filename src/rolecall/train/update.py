@@ -1,0 +1,156 @@
+"""The update stage: PPO-clip steps for one policy on its own tokens, with per-role statistics.
+
+Each trainable policy has its own AdamW and scheduler, so a policy that is not stepped
+is not touched at all (a shared optimizer with stale zero grads would still apply decay
+and momentum). Mini-batches are split into token-budgeted micro-batches with gradient
+accumulation normalised by the whole mini-batch, so memory is bounded and the gradient
+is the same whatever the split.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+
+from rolecall.config import AlgoCfg, OptimCfg
+from rolecall.loss import ppo_clip_loss, token_logprobs_and_entropy
+from rolecall.policies.model import active_policy, adapter_params
+from rolecall.train.batch import Row, collate, micro_batches
+
+
+@dataclass
+class PolicyOptim:
+    params: list[torch.nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+
+
+def lr_lambda(cfg: OptimCfg, total: int):
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / (cfg.warmup_steps + 1)
+        if cfg.schedule == "constant":
+            return 1.0
+        done = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+    return f
+
+
+def build_optimizers(model, trainable: tuple[str, ...], cfg: OptimCfg, total_steps: int) -> dict[str, PolicyOptim]:
+    out = {}
+    for name in trainable:
+        params = list(adapter_params(model, name).values())
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        out[name] = PolicyOptim(params, opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, total_steps)))
+    return out
+
+
+class _RoleStats:
+    """Sums per role, turned into means at the end (token-weighted or sequence-weighted)."""
+
+    def __init__(self) -> None:
+        self.s: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def add(self, role: str, **vals: float) -> None:
+        for k, v in vals.items():
+            self.s[role][k] += v
+
+    def result(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for role, s in self.s.items():
+            tok, seq = max(s["tokens"], 1.0), max(s["seqs"], 1.0)
+            out[role] = {"loss": s["loss"] / seq, "chi2_token": s["ratio2"] / tok - 1.0,
+                         "training_ppl": s["ppl"] / seq, "entropy": s["entropy"] / tok,
+                         "clip_frac": s["clipped"] / tok, "tokens": s["tokens"]}
+        return out
+
+
+def _forward(model, batch: dict, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    return token_logprobs_and_entropy(logits, batch["targets"], temperature)
+
+
+def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg) -> None:
+    with torch.no_grad():
+        m, adv = b["mask"], b["adv"].unsqueeze(-1)
+        ratio = torch.exp((logp - old).clamp(-20, 20)) * m
+        low, high = 1 - algo.clip_low, 1 + algo.clip_high
+        clipped = (((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))).float() * m
+        pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(low, high)) * m
+        vs_rollout = torch.exp((logp - b["rollout_logp"]).clamp(-20, 20)) ** 2 * m
+        n_T = m.sum(-1).clamp(min=1)
+        for i, r in enumerate(rows):
+            stats.add(r.role, tokens=float(m[i].sum()), seqs=1.0, loss=float(pg[i].sum() / n_T[i]),
+                      ratio2=float(vs_rollout[i].sum()), entropy=float((ent[i] * m[i]).sum()),
+                      clipped=float(clipped[i].sum()),
+                      ppl=math.exp(min(50.0, -float((logp[i] * m[i]).sum() / n_T[i]))))
+
+
+def _norm(rows: list[Row], agg: str) -> float:
+    # The whole mini-batch's denominator (see loss.agg_norm), so micro-batches sum exactly.
+    if agg == "token-mean":
+        return float(sum(r.n_completion for r in rows))
+    return float(sum(1 for r in rows if r.n_completion > 0))
+
+
+def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
+                  *, pad_id: int, temperature: float, rng: random.Random) -> tuple[dict, dict]:
+    """Train one policy on its rows. Returns (per-role metrics, policy metrics)."""
+    stats, grad_norms, skipped = _RoleStats(), [], 0
+    on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
+    model.train()
+    with active_policy(model, policy):
+        old_by_row: dict[int, torch.Tensor] = {}
+        if not on_policy:  # frozen copy of pi_old for every row, before any step
+            with torch.no_grad():
+                for mb in micro_batches(rows, algo.micro_batch_tokens):
+                    b = collate(mb, pad_id)
+                    lp, _ = _forward(model, b, temperature)
+                    for r, x in zip(mb, lp):
+                        old_by_row[id(r)] = x[: len(r.ids) - 1]
+        for _ in range(algo.ppo_epochs):
+            order = rows[:]
+            rng.shuffle(order)
+            size = math.ceil(len(order) / algo.mini_batches)
+            for lo in range(0, len(order), size):
+                mini = order[lo: lo + size]
+                norm = _norm(mini, algo.loss_agg)
+                popt.optimizer.zero_grad(set_to_none=True)
+                finite = True
+                for mb in micro_batches(mini, algo.micro_batch_tokens):
+                    b = collate(mb, pad_id)
+                    logp, ent = _forward(model, b, temperature)
+                    if on_policy:
+                        old = logp.detach()
+                    else:
+                        old = torch.zeros_like(logp)
+                        for i, r in enumerate(mb):
+                            x = old_by_row[id(r)]
+                            old[i, : len(x)] = x
+                    loss, _ = ppo_clip_loss(logp, old, b["adv"], b["mask"], clip_low=algo.clip_low,
+                                            clip_high=algo.clip_high, dual_clip=algo.dual_clip,
+                                            agg=algo.loss_agg, norm=norm)
+                    finite &= bool(torch.isfinite(loss))
+                    if finite:
+                        loss.backward()
+                    _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo)
+                gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))
+                if finite and math.isfinite(gn):
+                    popt.optimizer.step()
+                    grad_norms.append(gn)
+                else:  # a non-finite loss or gradient changes nothing
+                    skipped += 1
+                popt.optimizer.zero_grad(set_to_none=True)
+        popt.scheduler.step()
+    per_role = stats.result()
+    tok = sum(s["tokens"] for s in per_role.values())
+    policy_metrics = {"grad_norm": max(grad_norms) if grad_norms else float("nan"),
+                      "lr": popt.scheduler.get_last_lr()[0], "rows": len(rows), "tokens": tok,
+                      "nonfinite_skipped": skipped}
+    for key in ("loss", "chi2_token", "training_ppl", "entropy", "clip_frac"):
+        w = [(s[key], s["tokens"]) for s in per_role.values()]
+        policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
+    return per_role, policy_metrics

@@ -1,0 +1,52 @@
+"""Plain data records that flow through rolecall: problem -> turns -> episode."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One dataset row: the text shown to the roles plus what the verifier needs."""
+
+    uid: str
+    prompt: str
+    answer: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """One LLM call inside an episode.
+
+    `slot` is the call-site name that GRPO groups by (`generator0`, `worker`, ...);
+    `role` is the role type that routing maps to a policy (`generator`, `worker`).
+    Token fields are filled by the engine; text-only fakes may leave them empty.
+    """
+
+    role: str
+    slot: str
+    policy: str
+    prompt_text: str
+    completion_text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"  # "stop" | "length"
+    index: int = 0  # position of the turn inside its episode
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+@dataclass
+class Episode:
+    """All turns of one workflow run on one problem, plus the outcome."""
+
+    problem: Problem
+    sample: int  # index of this episode inside its group (0..G-1)
+    turns: list[Turn] = field(default_factory=list)
+    final_answer: str = ""
+    reward: float | None = None  # None = unscorable (verifier failed), never silently 0
+    info: dict[str, Any] = field(default_factory=dict)  # workflow-specific facts (e.g. fallbacks)

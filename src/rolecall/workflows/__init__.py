@@ -1,0 +1,83 @@
+"""Workflows: async programs that route one problem through roles. Registry and loading."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from rolecall.workflows.base import Team, Workflow, assistant, user
+from rolecall.workflows.eval_opt import EvalOpt
+from rolecall.workflows.orch_workers import OrchWorkers
+from rolecall.workflows.single import Single
+from rolecall.workflows.voting import Voting
+
+WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers)}
+PROMPT_SETS = ("math",)
+
+__all__ = ["WORKFLOWS", "Team", "Workflow", "assistant", "user", "load_prompts",
+           "resolve_workflow_class", "build_workflow"]
+
+
+def load_prompts(name: str = "math") -> dict[str, str]:
+    """A shipped prompt set by name, or a user YAML file path (data only, never executed)."""
+    if name.endswith((".yaml", ".yml")):
+        with open(name, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    elif name in PROMPT_SETS:
+        text = resources.files("rolecall.workflows").joinpath(f"prompts/{name}.yaml").read_text("utf-8")
+        data = yaml.safe_load(text)
+    else:
+        raise ValueError(f"workflow.prompts: unknown prompt set {name!r}; "
+                         f"allowed: {list(PROMPT_SETS)} or a path to a .yaml file")
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError(f"workflow.prompts: {name!r} must map template names to strings")
+    return data
+
+
+def _import_user_module(module: str):
+    """Import `module`, also from the working directory as `python -m` would.
+
+    The `rolecall` console script puts its own bin directory, not the working directory,
+    on sys.path, so `examples.my_workflow` next to the user would otherwise not be found.
+    The directory is appended (installed packages keep precedence) only when needed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        if e.name != module.split(".")[0] or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(module)
+
+
+def resolve_workflow_class(name: str) -> type[Workflow]:
+    """A shipped workflow, or `package.module:ClassName` that the user names explicitly."""
+    if name in WORKFLOWS:
+        return WORKFLOWS[name]
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(_import_user_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"workflow.name: cannot import user workflow {name!r}: {e}") from None
+        if not (inspect.isclass(cls) and issubclass(cls, Workflow)):
+            raise ValueError(f"workflow.name: {name!r} is not a rolecall Workflow subclass")
+        return cls
+    raise ValueError(f"workflow.name: unknown workflow {name!r}; allowed: {sorted(WORKFLOWS)} "
+                     "or 'module:Class' for a user workflow")
+
+
+def build_workflow(name: str, prompts: dict[str, str], options: dict[str, Any]) -> Workflow:
+    cls = resolve_workflow_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    allowed = [p for p in params if p not in ("self", "prompts")]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"workflow.options: unknown option(s) {unknown} for {name!r}; allowed: {allowed}")
+    return cls(prompts, **options)

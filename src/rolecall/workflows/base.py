@@ -1,0 +1,64 @@
+"""The contract between a workflow and rolecall: the `Team` it calls and the `Workflow` base."""
+from __future__ import annotations
+
+from string import Template
+from typing import Any, ClassVar, Mapping, Protocol
+
+from rolecall.types import Problem
+
+Message = dict[str, str]
+
+
+class Team(Protocol):
+    """What a workflow sees of the models: one awaitable LLM call per role turn.
+
+    `slot` names the call site for grouping (defaults to the role); routing picks the
+    policy from the role. `info` collects workflow facts for diagnostics (fallbacks ...).
+    """
+
+    info: dict[str, Any]
+
+    async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> str: ...
+
+
+class Workflow:
+    """A multi-agent program: `await run(problem, team)` returns the final answer text.
+
+    Subclasses declare `name`, the `roles` they call, and keyword options with defaults.
+    Prompts come from data files (see `prompts/`), keyed by template name.
+    """
+
+    name: ClassVar[str]
+    roles: ClassVar[tuple[str, ...]]
+
+    def __init__(self, prompts: Mapping[str, str]) -> None:
+        self.prompts = dict(prompts)
+
+    def render(self, template: str, **values: Any) -> str:
+        # string.Template: `$name` placeholders never clash with LaTeX braces, and it runs no code.
+        if template not in self.prompts:
+            raise KeyError(f"workflow {self.name!r}: no prompt template {template!r} "
+                           f"(available templates: {sorted(self.prompts)})")
+        try:
+            return Template(self.prompts[template]).substitute(**values)
+        except KeyError as e:
+            raise KeyError(f"workflow {self.name!r}: prompt template {template!r} needs {e} "
+                           f"(available templates: {sorted(self.prompts)})") from None
+
+    async def run(self, problem: Problem, team: Team) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def positive_int_option(name: str, value: Any) -> int:
+    """Validate a count option (`n_voters`, `rounds` ...): an int >= 1, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"workflow.options.{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def user(text: str) -> Message:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> Message:
+    return {"role": "assistant", "content": text}

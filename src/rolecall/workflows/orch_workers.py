@@ -1,0 +1,56 @@
+"""`orch_workers`: an orchestrator proposes strategies, workers solve, a synthesizer decides.
+
+The orchestrator lists up to n *strategies* (not solutions), one per line; each of n
+workers solves the whole problem with one strategy, in parallel; the synthesizer compares
+their solutions and writes the final answer. Workers share the slot `worker` (one GRPO
+group of up to n x G turns), as in the paper's code. Missing strategies (fewer lines than
+workers) are filled with the `default_strategy` template and counted in `team.info`.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+
+from rolecall.types import Problem
+from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+
+_NUMBERING = re.compile(r"^\s*(?:[-*]|\(?\d+[.):](?!\d)|strategy\s*\d+\s*[:.])\s*", re.IGNORECASE)
+
+
+def parse_strategies(text: str, n: int) -> list[str]:
+    """Up to n non-empty, distinct strategies with list numbering removed.
+
+    When some lines are list items (`1.`, `2)`, `-`, `Strategy 3:`), only those count, so a
+    preamble such as "Here are three strategies:" is not taken for a strategy; otherwise
+    every non-empty line is one.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = [line for line in lines if _NUMBERING.match(line)]
+    out: list[str] = []
+    for line in items or lines:
+        s = _NUMBERING.sub("", line, count=1).strip()
+        if s and s not in out:
+            out.append(s)
+    return out[:n]
+
+
+class OrchWorkers(Workflow):
+    name = "orch_workers"
+    roles = ("orchestrator", "worker", "synthesizer")
+
+    def __init__(self, prompts, n_workers: int = 3) -> None:
+        super().__init__(prompts)
+        self.n_workers = positive_int_option("n_workers", n_workers)
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        plan = await team.call("orchestrator", [user(self.render(
+            "orchestrator", problem=problem.prompt, n=self.n_workers))])
+        strategies = parse_strategies(plan, self.n_workers)
+        team.info["strategies_missing"] = self.n_workers - len(strategies)
+        strategies += [self.prompts["default_strategy"].strip()] * (self.n_workers - len(strategies))
+        solutions = await asyncio.gather(*(
+            team.call("worker", [user(self.render("worker", problem=problem.prompt, strategy=s))])
+            for s in strategies))
+        listing = "\n".join(f"{i + 1}: {s.strip()}" for i, s in enumerate(solutions))
+        return await team.call("synthesizer", [user(self.render(
+            "synthesizer", problem=problem.prompt, solutions=listing))])

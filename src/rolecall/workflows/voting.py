@@ -1,0 +1,59 @@
+"""`voting`: n generators answer independently; an aggregator picks one by `\\boxed{k}`.
+
+Slots follow the paper's code: `generator0..n-1` (one GRPO group each) and `aggregator`.
+Fallback when the aggregator's pick is unparseable or out of range: majority vote over the
+candidates' boxed answers, ties to the lowest index, candidates without a box never win
+unless none has one (then candidate 1). The fallback is recorded in `team.info`.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from rolecall.parsing import last_boxed
+from rolecall.types import Problem
+from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+
+
+def parse_choice(text: str, n: int) -> int | None:
+    """1-based candidate number from the aggregator's last box, or None if unusable."""
+    box = last_boxed(text)
+    # ASCII only: str.isdigit() accepts superscripts like '²' that int() rejects.
+    if box is None or not (box.isascii() and box.isdigit()):
+        return None
+    k = int(box)
+    return k if 1 <= k <= n else None
+
+
+def majority_choice(candidates: list[str]) -> int:
+    """Deterministic fallback: the 1-based index of the first candidate with the most common box."""
+    boxes = [last_boxed(c) for c in candidates]
+    counts = Counter(b for b in boxes if b is not None)
+    if not counts:
+        return 1
+    top = max(counts.values())
+    return next(i + 1 for i, b in enumerate(boxes) if b is not None and counts[b] == top)
+
+
+class Voting(Workflow):
+    name = "voting"
+    roles = ("generator", "aggregator")
+
+    def __init__(self, prompts, n_voters: int = 3) -> None:
+        super().__init__(prompts)
+        self.n_voters = positive_int_option("n_voters", n_voters)
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        ask = [user(self.render("generator", problem=problem.prompt))]
+        candidates = list(await asyncio.gather(*(
+            team.call("generator", ask, slot=f"generator{i}") for i in range(self.n_voters))))
+        listing = "\n".join(f"{i + 1}: {c.strip()}" for i, c in enumerate(candidates))
+        pick = await team.call("aggregator", [user(self.render(
+            "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
+        choice = parse_choice(pick, self.n_voters)
+        team.info["aggregator_fallback"] = choice is None
+        if choice is None:
+            choice = majority_choice(candidates)
+        team.info["candidates"] = candidates
+        team.info["selected"] = choice
+        return candidates[choice - 1]

@@ -1,0 +1,32 @@
+"""Shared fixtures: a tiny randomly initialised Qwen3 saved like a real checkpoint."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("MPLCONFIGDIR", "/tmp/rolecall-mpl")
+
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A 2-layer Qwen3 with the character tokenizer, in HF format (config.json, safetensors, tokenizer)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from rolecall.basemodel.tokenizer import build_tokenizer
+
+    d = tmp_path_factory.mktemp("tiny-qwen3")
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512,
+                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = Qwen3ForCausalLM(cfg)
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return d

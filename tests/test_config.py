@@ -1,0 +1,150 @@
+"""Config loading: YAML + dotted overrides, strict validation with messages that name the path."""
+from __future__ import annotations
+
+import pytest
+
+from rolecall.config import Config, ConfigError, dump_config, load_config
+
+
+def test_defaults_validate():
+    cfg = load_config(None, [])
+    assert isinstance(cfg, Config)
+    assert cfg.workflow.name == "voting" and cfg.routing == "isolated" and cfg.algo.estimator == "grpo"
+
+
+def test_overrides_parse_yaml_scalars_and_maps():
+    cfg = load_config(None, ["rollout.group_size=3", "rollout.temperature=0.5", "workflow.name=eval_opt",
+                             "workflow.options={rounds: 2}", "routing={generator: g, evaluator: base}",
+                             "policies={g: {trainable: false}}"])
+    assert cfg.rollout.group_size == 3 and cfg.rollout.temperature == 0.5
+    assert cfg.workflow.options == {"rounds": 2}
+    assert cfg.routing == {"generator": "g", "evaluator": "base"}
+    assert cfg.policy_table() == {"g": False}
+
+
+def test_unknown_nested_key_names_path_and_allowed_keys():
+    with pytest.raises(ConfigError, match=r"rollout\.group_sizes: unknown key") as e:
+        load_config(None, ["rollout.group_sizes=3"])
+    assert "'group_size'" in str(e.value) and "'temperature'" in str(e.value)
+
+
+def test_unknown_top_level_key_lists_sections():
+    with pytest.raises(ConfigError, match=r"rollouts: unknown key; allowed here: \[.*'rollout'"):
+        load_config(None, ["rollouts.group_size=3"])
+
+
+@pytest.mark.parametrize("override,path", [
+    ("rollout.group_size=abc", "rollout.group_size"),
+    ("rollout.temperature=hot", "rollout.temperature"),
+    ("model.dtype=float64", "model.dtype"),
+    ("train.steps=[1, 2]", "train.steps"),
+    ("algo.loss_agg=sum", "algo.loss_agg"),
+])
+def test_wrong_types_name_the_path(override, path):
+    with pytest.raises(ConfigError, match=path.replace(".", r"\.")):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize("override", ["rollout.group_size=0", "rollout.problems_per_step=-1",
+                                      "rollout.max_new_tokens=0", "train.steps=0",
+                                      "rollout.temperature=0", "algo.micro_batch_tokens=0",
+                                      "rollout.max_new_tokens_by_role={generator: 0}"])
+def test_non_positive_sizes_are_rejected(override):
+    with pytest.raises(ConfigError, match=override.split("=")[0].replace(".", r"\.")):
+        load_config(None, [override])
+
+
+def test_unknown_workflow():
+    with pytest.raises(ConfigError, match=r"workflow\.name: unknown workflow 'nope'.*voting"):
+        load_config(None, ["workflow.name=nope"])
+
+
+def test_unknown_workflow_option():
+    with pytest.raises(ConfigError, match=r"workflow\.options: unknown option.*\['n_voters'\]"):
+        load_config(None, ["workflow.options={rounds: 2}"])
+
+
+def test_bad_workflow_option_value_is_a_config_error():
+    """A non-integer count is reported like any other config error, not as a TypeError."""
+    with pytest.raises(ConfigError, match=r"workflow\.options\.n_voters"):
+        load_config(None, ["workflow.options.n_voters=three"])
+
+
+def test_unknown_estimator_lists_allowed():
+    with pytest.raises(ConfigError, match=r"algo\.estimator: unknown 'ppo'; allowed: \['agentwise', 'grpo'\]"):
+        load_config(None, ["algo.estimator=ppo"])
+
+
+def test_role_routed_to_missing_policy():
+    with pytest.raises(ConfigError, match=r"routing: .*aggregator -> a") as e:
+        load_config(None, ["routing={generator: g, aggregator: a}", "policies={g: {}}"])
+    assert "['g']" in str(e.value)
+
+
+def test_routing_missing_role():
+    with pytest.raises(ConfigError, match=r"routing: role\(s\) \['aggregator'\]"):
+        load_config(None, ["routing={generator: g}"])
+
+
+def test_token_budget_for_a_role_the_workflow_lacks():
+    with pytest.raises(ConfigError, match=r"max_new_tokens_by_role: \['judge'\]"):
+        load_config(None, ["rollout.max_new_tokens_by_role={judge: 8}"])
+
+
+def test_yaml_file_and_override_precedence(tmp_path):
+    f = tmp_path / "run.yaml"
+    f.write_text("workflow:\n  name: orch_workers\nrollout:\n  group_size: 4\n  temperature: 0.9\n")
+    cfg = load_config(f, ["rollout.group_size=2"])
+    assert cfg.rollout.group_size == 2  # override wins
+    assert cfg.rollout.temperature == 0.9  # file value kept
+    assert cfg.workflow.name == "orch_workers"
+    assert cfg.rollout.max_new_tokens == 48  # default for what neither sets
+
+
+def test_yaml_file_errors_name_the_path(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("algo:\n  estimater: grpo\n")
+    with pytest.raises(ConfigError, match=r"algo\.estimater: unknown key"):
+        load_config(f)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_non_mapping_file(tmp_path):
+    f = tmp_path / "list.yaml"
+    f.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(f)
+
+
+@pytest.mark.parametrize("override,msg", [("noequals", "expected dotted.key=value"),
+                                          ("=3", "expected dotted.key=value")])
+def test_malformed_override(override, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, [override])
+
+
+def test_override_into_a_scalar_is_not_a_section():
+    with pytest.raises(ConfigError, match="'rollout' is not a section"):
+        load_config(None, ["rollout=3", "rollout.group_size=2"])
+
+
+def test_dump_round_trips(tmp_path):
+    cfg = load_config(None, ["workflow.name=eval_opt", "workflow.options={rounds: 2}", "routing=shared",
+                             "policies={shared: {trainable: true}}", "rollout.max_new_tokens_by_role={evaluator: 8}",
+                             "algo.dual_clip=null", "algo.group_by=role", "lora.target_modules=[q_proj, v_proj]"])
+    f = tmp_path / "config.yaml"
+    f.write_text(dump_config(cfg))
+    again = load_config(f)
+    assert again == cfg
+    assert again.algo.dual_clip is None and again.lora.target_modules == ["q_proj", "v_proj"]
+    assert dump_config(again) == dump_config(cfg)
+
+
+def test_config_is_validated_on_assignment():
+    cfg = load_config(None, [])
+    with pytest.raises(ValueError):
+        cfg.rollout.group_size = 0

@@ -1,0 +1,362 @@
+"""Shipped and user workflows run against a ScriptedEngine: turn structure, slots, fallbacks."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from rolecall.engines.scripted import ScriptedEngine
+from rolecall.rollout import rollout
+from rolecall.types import Problem
+from rolecall.workflows import (WORKFLOWS, Workflow, build_workflow, load_prompts,
+                                resolve_workflow_class)
+from rolecall.workflows.orch_workers import parse_strategies
+from rolecall.workflows.voting import majority_choice, parse_choice
+
+REPO = Path(__file__).resolve().parents[1]
+PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
+
+
+def isolated(wf: Workflow) -> dict[str, str]:
+    """Route every role to a policy named after it, so scripts can tell roles apart."""
+    return {r: r for r in wf.roles}
+
+
+def by_role(**replies):
+    """A script answering by policy (= role under `isolated`); a list value is consumed in call order."""
+    iters = {k: iter(v) for k, v in replies.items() if isinstance(v, list)}
+
+    def script(req):
+        if req.policy in iters:
+            return next(iters[req.policy])
+        return replies[req.policy]
+    return script
+
+
+def run(name: str, script, *, options=None, problems=(PROBLEM,), group_size=1, routes=None):
+    wf = build_workflow(name, load_prompts("math"), options or {})
+    engine = ScriptedEngine(script)
+    eps = rollout(wf, list(problems), group_size, engine, routes or isolated(wf),
+                  lambda role: 32, 0.7)
+    return eps, engine
+
+
+def slots(ep):
+    return [t.slot for t in ep.turns]
+
+
+def roles(ep):
+    return [t.role for t in ep.turns]
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_shipped_workflow_names_and_roles():
+    """The four shipped workflows are registered with the roles the spec gives them."""
+    assert {n: c.roles for n, c in WORKFLOWS.items()} == {
+        "single": ("generator",),
+        "eval_opt": ("generator", "evaluator"),
+        "voting": ("generator", "aggregator"),
+        "orch_workers": ("orchestrator", "worker", "synthesizer"),
+    }
+
+
+def test_math_prompts_cover_every_template_the_workflows_render():
+    """Every template a shipped workflow renders exists in the shipped math set."""
+    prompts = load_prompts("math")
+    assert {"generator", "revise", "evaluator", "aggregator", "orchestrator", "worker",
+            "synthesizer", "default_strategy"} <= set(prompts)
+
+
+def test_unknown_prompt_set_is_a_value_error():
+    with pytest.raises(ValueError, match="workflow.prompts.*nope"):
+        load_prompts("nope")
+
+
+def test_unknown_workflow_lists_allowed_names():
+    with pytest.raises(ValueError, match="unknown workflow 'nope'") as e:
+        resolve_workflow_class("nope")
+    assert "voting" in str(e.value) and "module:Class" in str(e.value)
+
+
+def test_unknown_option_names_the_allowed_options():
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters'\]"):
+        build_workflow("voting", load_prompts(), {"voters": 3})
+
+
+@pytest.mark.parametrize("name,option", [("voting", "n_voters"), ("eval_opt", "rounds"),
+                                         ("orch_workers", "n_workers")])
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True])
+def test_count_options_must_be_positive_ints(name, option, bad):
+    """n_voters=0 (and non-integers) fail with a ValueError naming the option."""
+    with pytest.raises(ValueError, match=f"workflow.options.{option}"):
+        build_workflow(name, load_prompts(), {option: bad})
+
+
+def test_missing_template_names_it():
+    """A prompt set lacking a template fails with the template's name, not a bare KeyError."""
+    wf = build_workflow("single", {"other": "x"}, {})
+    with pytest.raises(KeyError, match="no prompt template 'generator'.*other"):
+        wf.render("generator", problem="1+1")
+
+
+# --------------------------------------------------------------------------- single
+
+
+def test_single_is_one_generator_turn():
+    eps, engine = run("single", lambda r: "so \\boxed{42}")
+    (ep,) = eps
+    assert roles(ep) == slots(ep) == ["generator"]
+    assert ep.turns[0].policy == "generator"
+    assert ep.final_answer == "so \\boxed{42}"
+    assert "12+30" in engine.batches[0][0].messages[-1]["content"]
+
+
+# --------------------------------------------------------------------------- voting
+
+
+def test_voting_slots_roles_and_aggregator_prompt():
+    """Three generator slots then the aggregator, which sees the numbered candidates."""
+    eps, engine = run("voting", by_role(generator=["A \\boxed{1}", "B \\boxed{2}", "C \\boxed{3}"],
+                                        aggregator="\\boxed{2}"))
+    (ep,) = eps
+    assert slots(ep) == ["generator0", "generator1", "generator2", "aggregator"]
+    assert roles(ep) == ["generator"] * 3 + ["aggregator"]
+    assert [t.completion_text for t in ep.turns[:3]] == ["A \\boxed{1}", "B \\boxed{2}", "C \\boxed{3}"]
+    gen_prompts = [r.messages for r in engine.batches[0]]
+    assert gen_prompts[0] == gen_prompts[1] == gen_prompts[2]  # independent, same prompt
+    agg = engine.batches[1][0].messages[-1]["content"]
+    assert "1: A \\boxed{1}\n2: B \\boxed{2}\n3: C \\boxed{3}" in agg and "12+30" in agg
+
+
+def test_voting_returns_the_aggregators_pick():
+    eps, _ = run("voting", by_role(generator=["A \\boxed{1}", "B \\boxed{2}", "C \\boxed{3}"],
+                                   aggregator="I pick \\boxed{3}"))
+    (ep,) = eps
+    assert ep.final_answer == "C \\boxed{3}"
+    assert ep.info["aggregator_fallback"] is False
+    assert ep.info["selected"] == 3
+
+
+@pytest.mark.parametrize("pick", ["no box", "\\boxed{4}", "\\boxed{0}", "\\boxed{two}",
+                                  "\\boxed{²}", "\\boxed{1.0}"])
+def test_voting_unusable_pick_falls_back_to_majority(pick):
+    """Unparseable or out-of-range picks use the majority box (here candidate 2, box 5)."""
+    eps, _ = run("voting", by_role(generator=["\\boxed{3}", "x \\boxed{5}", "y \\boxed{5}"], aggregator=pick))
+    (ep,) = eps
+    assert ep.info["aggregator_fallback"] is True
+    assert ep.info["selected"] == 2
+    assert ep.final_answer == "x \\boxed{5}"
+
+
+def test_voting_majority_tie_goes_to_lowest_index():
+    eps, _ = run("voting", by_role(generator=["no box", "\\boxed{7}", "\\boxed{9}"], aggregator="??"))
+    assert eps[0].final_answer == "\\boxed{7}"
+    assert eps[0].info["selected"] == 2
+
+
+@pytest.mark.parametrize("candidates,expected", [
+    (["\\boxed{1}", "\\boxed{2}", "\\boxed{2}"], 2),
+    (["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"], 1),  # three-way tie: lowest index
+    (["none", "none", "\\boxed{8}"], 3),  # unboxed candidates never win against a box
+    (["none", "none", "none"], 1),  # nothing boxed: candidate 1
+])
+def test_majority_choice(candidates, expected):
+    assert majority_choice(candidates) == expected
+
+
+def test_parse_choice():
+    assert parse_choice("\\boxed{ 2 }", 3) == 2
+    assert parse_choice("\\boxed{1} then \\boxed{3}", 3) == 3  # the last box counts
+    assert parse_choice("\\boxed{3}", 2) is None
+    assert parse_choice("\\boxed{-1}", 3) is None
+
+
+def test_voting_n_voters_option_sets_slot_count():
+    eps, engine = run("voting", by_role(generator="\\boxed{1}", aggregator="\\boxed{1}"),
+                      options={"n_voters": 2})
+    assert slots(eps[0]) == ["generator0", "generator1", "aggregator"]
+    assert "Pick the best of 2 candidates" in engine.batches[1][0].messages[-1]["content"]
+
+
+# --------------------------------------------------------------------------- eval_opt
+
+
+def test_eval_opt_stops_on_correct():
+    eps, _ = run("eval_opt", by_role(generator="\\boxed{42}", evaluator="fine \\boxed{Correct}"))
+    (ep,) = eps
+    assert slots(ep) == roles(ep) == ["generator", "evaluator"]
+    assert ep.final_answer == "\\boxed{42}"
+    assert ep.info["verdicts"] == [True]
+
+
+def test_eval_opt_at_most_rounds_generator_calls():
+    """Always Incorrect with rounds=3: three generator calls (one slot), two evaluator calls."""
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"],
+                                     evaluator="\\boxed{Incorrect} wrong sum"))
+    (ep,) = eps
+    assert slots(ep) == ["generator", "evaluator", "generator", "evaluator", "generator"]
+    assert ep.final_answer == "\\boxed{3}"  # the last generator output
+    assert ep.info["verdicts"] == [False, False]
+
+
+@pytest.mark.parametrize("rounds,expected", [(1, ["generator"]),
+                                             (2, ["generator", "evaluator", "generator"])])
+def test_eval_opt_rounds_option(rounds, expected):
+    eps, _ = run("eval_opt", by_role(generator="\\boxed{1}", evaluator="\\boxed{Incorrect}"),
+                 options={"rounds": rounds})
+    assert slots(eps[0]) == expected
+
+
+def test_eval_opt_unparseable_verdict_revises():
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{2}"],
+                                     evaluator=["looks odd", "\\boxed{Correct}"]))
+    (ep,) = eps
+    assert slots(ep) == ["generator", "evaluator", "generator", "evaluator"]
+    assert ep.info["verdicts"] == [None, True]
+    assert ep.final_answer == "\\boxed{2}"
+
+
+def test_eval_opt_revision_sees_conversation_and_critique():
+    """The reviser gets its first answer as an assistant turn and the critique after it."""
+    eps, engine = run("eval_opt", by_role(generator=["first \\boxed{1}", "second \\boxed{42}"],
+                                          evaluator=["\\boxed{Incorrect} carry the ten", "\\boxed{Correct}"]))
+    evaluator_req = engine.batches[1][0]
+    assert "first \\boxed{1}" in evaluator_req.messages[-1]["content"]
+    revise = engine.batches[2][0].messages
+    assert [m["role"] for m in revise] == ["user", "assistant", "user"]
+    assert "12+30" in revise[0]["content"]
+    assert revise[1]["content"] == "first \\boxed{1}"
+    assert "carry the ten" in revise[2]["content"]
+    second_review = engine.batches[3][0].messages[-1]["content"]
+    assert "second \\boxed{42}" in second_review and "first" not in second_review
+
+
+# --------------------------------------------------------------------------- orch_workers
+
+
+def test_orch_workers_structure_and_strategies_reach_workers():
+    plan = "Here are three strategies:\n1. add the tens first\n2) count up from 30\nStrategy 3: split 12 into 10+2"
+    eps, engine = run("orch_workers", by_role(orchestrator=plan, worker=["w1", "w2", "w3"],
+                                              synthesizer="\\boxed{42}"))
+    (ep,) = eps
+    assert roles(ep) == slots(ep) == ["orchestrator", "worker", "worker", "worker", "synthesizer"]
+    worker_prompts = [r.messages[-1]["content"] for r in engine.batches[1]]
+    for prompt, strategy in zip(worker_prompts, ["add the tens first", "count up from 30", "split 12 into 10+2"]):
+        assert f"strategy: {strategy}\n" in prompt and "12+30" in prompt
+    assert ep.info["strategies_missing"] == 0
+    synth = engine.batches[2][0].messages[-1]["content"]
+    assert "1: w1\n2: w2\n3: w3" in synth
+    assert ep.final_answer == "\\boxed{42}"
+
+
+def test_orch_workers_fills_missing_strategies_with_default():
+    eps, engine = run("orch_workers", by_role(orchestrator="1. guess and check", worker="w",
+                                              synthesizer="s"))
+    worker_prompts = [r.messages[-1]["content"] for r in engine.batches[1]]
+    assert "guess and check" in worker_prompts[0]
+    default = load_prompts()["default_strategy"]
+    assert all(default in p for p in worker_prompts[1:]) and default not in worker_prompts[0]
+    assert eps[0].info["strategies_missing"] == 2
+
+
+def test_parse_strategies():
+    assert parse_strategies("1. a\n2. a\n3. b\n4. c", 3) == ["a", "b", "c"]  # distinct, capped
+    assert parse_strategies("plain one\n\nplain two", 3) == ["plain one", "plain two"]  # no numbering
+    assert parse_strategies("Strategies:\n- x\n* y", 3) == ["x", "y"]  # preamble skipped
+    assert parse_strategies("1) 3.5 times\n2: 7 ways", 3) == ["3.5 times", "7 ways"]
+    assert parse_strategies("", 3) == []
+
+
+# --------------------------------------------------------------------------- routing, ordering
+
+
+def test_turn_policy_follows_routes():
+    eps, engine = run("voting", by_role(g="\\boxed{1}", a="\\boxed{1}"),
+                      routes={"generator": "g", "aggregator": "a"})
+    assert [t.policy for t in eps[0].turns] == ["g", "g", "g", "a"]
+    assert [r.policy for b in engine.batches for r in b] == ["g", "g", "g", "a"]
+
+
+def test_shared_route_sends_every_role_to_one_policy():
+    eps, _ = run("orch_workers", lambda r: "1. x", routes={r: "shared" for r in WORKFLOWS["orch_workers"].roles})
+    assert {t.policy for t in eps[0].turns} == {"shared"}
+    assert len({t.role for t in eps[0].turns}) == 3
+
+
+def test_role_missing_from_routes_raises():
+    with pytest.raises(KeyError, match="'aggregator' has no route"):
+        run("voting", lambda r: "\\boxed{1}", routes={"generator": "g"})
+
+
+def test_episodes_are_problem_major_with_sample_indices():
+    problems = [Problem(uid=f"p{i}", prompt=f"{i}+1", answer=str(i + 1)) for i in range(3)]
+    eps, _ = run("single", lambda r: r.messages[-1]["content"].split("\n")[-1], problems=problems, group_size=4)
+    assert [(e.problem.uid, e.sample) for e in eps] == [(f"p{i}", g) for i in range(3) for g in range(4)]
+    assert all(e.final_answer == e.problem.prompt for e in eps)  # each episode got its own reply
+
+
+# --------------------------------------------------------------------------- user workflow
+
+
+@pytest.fixture
+def repo_on_path(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO))
+    yield
+    for mod in [m for m in sys.modules if m == "examples" or m.startswith("examples.")]:
+        del sys.modules[mod]
+
+
+def test_user_workflow_resolves_and_runs(repo_on_path):
+    """examples/my_workflow.py: importable by 'module:Class', runs through rollout with its YAML prompts."""
+    cls = resolve_workflow_class("examples.my_workflow:ProposeCheck")
+    assert issubclass(cls, Workflow) and cls.roles == ("proposer", "checker")
+    prompts = load_prompts(str(REPO / "examples" / "my_workflow_prompts.yaml"))
+    wf = build_workflow("examples.my_workflow:ProposeCheck", prompts, {"retries": 1})
+    engine = ScriptedEngine(by_role(p="\\boxed{41}", c="\\boxed{WRONG} off by one"))
+    eps = rollout(wf, [PROBLEM], 2, engine, {"proposer": "p", "checker": "c"}, lambda r: 16, 1.0)
+    assert [len(b) for b in engine.batches] == [2, 2, 2]  # both samples share every wave
+    ep = eps[0]
+    assert [(t.role, t.policy) for t in ep.turns] == [("proposer", "p"), ("checker", "c"), ("proposer", "p")]
+    assert ep.info["checked_ok"] is False
+    assert "off by one" in engine.batches[2][0].messages[-1]["content"]
+
+
+def test_user_workflow_yaml_matches_its_python_prompts(repo_on_path):
+    from examples.my_workflow import PROMPTS
+    assert load_prompts(str(REPO / "examples" / "my_workflow_prompts.yaml")) == PROMPTS
+
+
+def test_user_workflow_through_config(repo_on_path):
+    from rolecall.config import load_config
+    cfg = load_config(None, ["workflow.name=examples.my_workflow:ProposeCheck",
+                             f"workflow.prompts={REPO / 'examples' / 'my_workflow_prompts.yaml'}",
+                             "routing={proposer: a, checker: base}"])
+    assert cfg.workflow.name == "examples.my_workflow:ProposeCheck"
+
+
+@pytest.mark.parametrize("name,msg", [
+    ("examples.my_workflow:PROMPTS", "not a rolecall Workflow subclass"),
+    ("rolecall.types:Problem", "not a rolecall Workflow subclass"),
+    ("examples.my_workflow:Nope", "cannot import"),
+    ("examples.no_such_module:X", "cannot import"),
+])
+def test_user_workflow_bad_reference(repo_on_path, name, msg):
+    with pytest.raises(ValueError, match=f"workflow.name.*{msg}"):
+        resolve_workflow_class(name)
+
+
+def test_user_workflow_found_in_working_directory(tmp_path, monkeypatch):
+    """A console script lacks the cwd on sys.path; a module next to the user is still found."""
+    (tmp_path / "rc_cwd_wf.py").write_text(
+        "from rolecall.workflows import Workflow\n"
+        "class W(Workflow):\n    name = 'w'\n    roles = ('generator',)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    try:
+        assert resolve_workflow_class("rc_cwd_wf:W").roles == ("generator",)
+        assert sys.path[-1] == str(tmp_path)
+    finally:
+        sys.modules.pop("rc_cwd_wf", None)
