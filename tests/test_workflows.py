@@ -82,7 +82,7 @@ def test_unknown_workflow_lists_allowed_names():
 
 
 def test_unknown_option_names_the_allowed_options():
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters'\]"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters', 'fallback'\]"):
         build_workflow("voting", load_prompts(), {"voters": 3})
 
 
@@ -144,15 +144,30 @@ def test_voting_returns_the_aggregators_pick():
                                   "\\boxed{²}", "\\boxed{1.0}"])
 def test_voting_unusable_pick_falls_back_to_majority(pick):
     """Unparseable or out-of-range picks use the majority box (here candidate 2, box 5)."""
-    eps, _ = run("voting", by_role(generator=["\\boxed{3}", "x \\boxed{5}", "y \\boxed{5}"], aggregator=pick))
+    eps, _ = run("voting", by_role(generator=["\\boxed{3}", "x \\boxed{5}", "y \\boxed{5}"], aggregator=pick),
+                 options={"fallback": "majority"})
     (ep,) = eps
     assert ep.info["aggregator_fallback"] is True
     assert ep.info["selected"] == 2
     assert ep.final_answer == "x \\boxed{5}"
 
 
+@pytest.mark.parametrize("pick", ["no box", "\\boxed{4}"])
+def test_voting_default_fallback_is_the_first_candidate(pick):
+    """The default fallback gives an unparseable aggregator no edge over a real pick."""
+    eps, _ = run("voting", by_role(generator=["\\boxed{3}", "x \\boxed{5}", "y \\boxed{5}"], aggregator=pick))
+    assert eps[0].info["aggregator_fallback"] is True
+    assert eps[0].info["selected"] == 1 and eps[0].final_answer == "\\boxed{3}"
+
+
+def test_voting_rejects_an_unknown_fallback():
+    with pytest.raises(ValueError, match="fallback"):
+        build_workflow("voting", load_prompts("math"), {"fallback": "random"})
+
+
 def test_voting_majority_tie_goes_to_lowest_index():
-    eps, _ = run("voting", by_role(generator=["no box", "\\boxed{7}", "\\boxed{9}"], aggregator="??"))
+    eps, _ = run("voting", by_role(generator=["no box", "\\boxed{7}", "\\boxed{9}"], aggregator="??"),
+                 options={"fallback": "majority"})
     assert eps[0].final_answer == "\\boxed{7}"
     assert eps[0].info["selected"] == 2
 

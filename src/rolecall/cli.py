@@ -152,3 +152,7 @@ def make_base_cmd(
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+if __name__ == "__main__":  # python -m rolecall.cli
+    app()

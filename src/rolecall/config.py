@@ -44,7 +44,7 @@ class LoraCfg(_Strict):
 
 class RolloutCfg(_Strict):
     group_size: PositiveInt = Field(8, description="Episodes sampled per problem (GRPO group n).")
-    problems_per_step: PositiveInt = Field(16, description="Problems per training step.")
+    problems_per_step: PositiveInt = Field(8, description="Problems per training step.")
     temperature: PositiveFloat = Field(0.7, description="Sampling temperature (training and validation).")
     max_new_tokens: PositiveInt = Field(48, description="Token budget of one turn; longer turns are cut and marked truncated.")
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
@@ -77,7 +77,7 @@ class RewardCfg(_Strict):
 
 
 class TrainCfg(_Strict):
-    steps: PositiveInt = Field(60, description="Training steps.")
+    steps: PositiveInt = Field(100, description="Training steps.")
     val_every: PositiveInt = Field(10, description="Validate every N steps (and at step 0 and the end).")
     checkpoint_every: PositiveInt = Field(10, description="Checkpoint every N steps (and at the end).")
     keep_last: PositiveInt = Field(3, description="Checkpoints kept.")

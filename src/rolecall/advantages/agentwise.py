@@ -1,37 +1,21 @@
-"""Agent-wise (Dr. MAS) advantage: z-score of each turn's reward within its (problem, role) group."""
+"""Agent-wise advantage (Dr. MAS): z-score within each (problem, role) group.
+
+All slots played by one role (the three `generator*` slots of voting) share one mean and
+std, so each agent's gradient scale is set by its own reward distribution. The arithmetic
+is GRPO's; only the default grouping key differs.
+"""
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import DEFAULT_EPS, group_normalize
+from rolecall.advantages.grpo import GRPO, compute
 
-
-def compute(
-    rewards_N: Sequence[float | None],
-    group_ids_N: Sequence[Hashable],
-    *,
-    eps: float = DEFAULT_EPS,
-) -> tuple[list[float], dict[str, float]]:
-    """Agent-wise advantages for turns grouped by `group_ids_N`.
-
-    Callers build ids as (problem uid, role): all slots played by one role (e.g. the
-    three `generator*` slots of a voting workflow) share one mean and std, so each
-    agent's gradient scale is set by its own reward distribution (Dr. MAS).
-    The arithmetic is GRPO's; only the grouping key differs.
-    """
-    return group_normalize(rewards_N, group_ids_N, eps=eps)
+__all__ = ["AgentWise", "compute"]
 
 
 @dataclass(frozen=True)
-class AgentWise:
-    """Registry entry for agent-wise normalisation; `eps` is the std floor."""
+class AgentWise(GRPO):
+    """Registry entry for agent-wise normalisation; callers group by (problem uid, role)."""
 
     name: str = "agentwise"
     default_group_by: str = "role"
-    eps: float = DEFAULT_EPS
-
-    def compute(
-        self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]
-    ) -> tuple[list[float], dict[str, float]]:
-        return compute(rewards_N, group_ids_N, eps=self.eps)

@@ -28,9 +28,9 @@ CRITIQUES_GOOD = ("The arithmetic checks out.", "Each digit is right.")
 class OracleRates:
     """How often each role does its job right (the rest is plausible noise)."""
 
-    solve: float = 0.3  # generator / worker / revision gives the right answer
-    select: float = 0.3  # aggregator / synthesizer picks a right candidate when one exists
-    judge: float = 0.65  # evaluator verdict matches the truth
+    solve: float = 0.6  # generator / worker / revision gives the right answer
+    select: float = 0.4  # aggregator / synthesizer picks a right candidate when one exists
+    judge: float = 0.7  # evaluator verdict matches the truth
 
 
 def _truth(text: str) -> int:

@@ -146,7 +146,14 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
     the schedule still follows `train.steps`, so a resume continues the same trajectory.
     """
     run = RunDir(out)
-    emit = on_event or (lambda kind, row: None)
+    t_start = time.time()
+
+    def emit(kind: str, row: dict) -> None:
+        row["time/elapsed_s"] = round(time.time() - t_start, 2)  # wall clock of this process, for curves
+        run.log(row)
+        if on_event:
+            on_event(kind, row)
+
     if not resume:
         run.create(cfg)
     stack = build_stack(cfg)
@@ -157,18 +164,13 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
             start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
         run.truncate_after(start)
     if start == 0 and not any("val/accuracy" in r for r in run.rows()):
-        row = {"step": 0, **validate(stack)}
-        run.log(row)
-        emit("val", row)
+        emit("val", {"step": 0, **validate(stack)})
     for step in range(start + 1, cfg.train.steps + 1):
         row, episodes = train_step(stack, step)
-        run.log(row)
-        run.log_samples(step, episodes, cfg.train.samples_per_step)
         emit("step", row)
+        run.log_samples(step, episodes, cfg.train.samples_per_step)
         if step % cfg.train.val_every == 0 or step == cfg.train.steps:
-            vrow = {"step": step, **validate(stack)}
-            run.log(vrow)
-            emit("val", vrow)
+            emit("val", {"step": step, **validate(stack)})
         if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
             save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
         if stop_after is not None and step >= stop_after:

@@ -1,9 +1,12 @@
 """`voting`: n generators answer independently; an aggregator picks one by `\\boxed{k}`.
 
 Slots follow the paper's code: `generator0..n-1` (one GRPO group each) and `aggregator`.
-Fallback when the aggregator's pick is unparseable or out of range: majority vote over the
-candidates' boxed answers, ties to the lowest index, candidates without a box never win
-unless none has one (then candidate 1). The fallback is recorded in `team.info`.
+Fallback when the aggregator's pick is unparseable or out of range (`fallback` option):
+`first` (default) takes candidate 1; `majority` takes the most common boxed answer, ties to
+the lowest index, unboxed candidates never winning unless none has a box (then candidate 1).
+The default is `first` because a majority fallback *rewards* an unparseable aggregator
+whenever majority vote beats its own picks: measured on the embedded model, the aggregator
+learned to emit newlines within ten steps. The fallback is recorded in `team.info`.
 """
 from __future__ import annotations
 
@@ -39,9 +42,12 @@ class Voting(Workflow):
     name = "voting"
     roles = ("generator", "aggregator")
 
-    def __init__(self, prompts, n_voters: int = 3) -> None:
+    def __init__(self, prompts, n_voters: int = 3, fallback: str = "first") -> None:
         super().__init__(prompts)
         self.n_voters = positive_int_option("n_voters", n_voters)
+        if fallback not in ("first", "majority"):
+            raise ValueError(f"workflow.options.fallback must be 'first' or 'majority', got {fallback!r}")
+        self.fallback = fallback
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -53,7 +59,7 @@ class Voting(Workflow):
         choice = parse_choice(pick, self.n_voters)
         team.info["aggregator_fallback"] = choice is None
         if choice is None:
-            choice = majority_choice(candidates)
+            choice = majority_choice(candidates) if self.fallback == "majority" else 1
         team.info["candidates"] = candidates
         team.info["selected"] = choice
         return candidates[choice - 1]

@@ -1,0 +1,1 @@
+"""The training loop and its stages: rollout, score, advantage, update, log, checkpoint."""
