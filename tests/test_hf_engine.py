@@ -73,3 +73,18 @@ def test_budget_cuts_and_marks_truncated(two_adapter_model):
     for o in out:
         ends_eos = bool(o.completion_ids) and o.completion_ids[-1] == tok.eos_token_id
         assert o.finish_reason == ("stop" if ends_eos else "length")
+
+
+def test_every_listed_end_of_turn_token_stops_a_turn(tiny_model_dir):
+    """Real Qwen3 checkpoints list two eos ids in generation_config; either ends the turn."""
+    from rolecall.engines.hf import stop_token_ids
+
+    model, tok = load_base(str(tiny_model_dir))
+    pad = tok.pad_token_id  # `<|endoftext|>` in the character tokenizer, as in Qwen3
+    model.generation_config.eos_token_id = [tok.eos_token_id, pad]
+    eng = HFEngine(model, tok)
+    assert stop_token_ids(model, tok) == [tok.eos_token_id, pad]
+    out = eng._finish("p", [1], [5, 6, pad, 7], [-0.1, -0.2, -0.3, -0.4], budget=10)
+    assert out.completion_ids == [5, 6, pad] and out.finish_reason == "stop" and len(out.logprobs) == 3
+    out = eng._finish("p", [1], [5, 6, 7, 8], [-0.1] * 4, budget=3)
+    assert out.completion_ids == [5, 6, 7] and out.finish_reason == "length"

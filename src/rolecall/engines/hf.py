@@ -34,11 +34,21 @@ class _TemperatureAndLogprobs:
             self.prev = None
 
 
+def stop_token_ids(model, tokenizer) -> list[int]:
+    """End-of-turn ids: the tokenizer's eos plus any the checkpoint's generation config lists
+    (Qwen3 ships both `<|im_end|>` and `<|endoftext|>`)."""
+    ids = [tokenizer.eos_token_id]
+    extra = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids += extra if isinstance(extra, list) else [extra]
+    return list(dict.fromkeys(i for i in ids if i is not None))
+
+
 class HFEngine:
     def __init__(self, model, tokenizer, *, max_batch: int = 256, enable_thinking: bool = False) -> None:
         self.model, self.tok = model, tokenizer
         self.max_batch = max_batch
         self.enable_thinking = enable_thinking
+        self.stop_ids = stop_token_ids(model, tokenizer)
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
@@ -63,7 +73,7 @@ class HFEngine:
         budget = max(r.max_new_tokens for r in reqs)
         rec = _TemperatureAndLogprobs(temperature, width)
         cfg = GenerationConfig(max_new_tokens=budget, do_sample=temperature > 0, temperature=1.0,
-                               top_k=None, top_p=1.0, pad_token_id=pad, eos_token_id=self.tok.eos_token_id)
+                               top_k=None, top_p=1.0, pad_token_id=pad, eos_token_id=self.stop_ids)
         was_training = self.model.training
         self.model.eval()  # PEFT mixed-adapter batches work only in eval mode
         try:
@@ -82,8 +92,7 @@ class HFEngine:
 
     def _finish(self, prompt_text: str, prompt_ids: list[int], gen: list[int], lp: list[float],
                 budget: int) -> GenOutput:
-        eos = self.tok.eos_token_id
-        end = gen.index(eos) + 1 if eos in gen[:budget] else None
+        end = next((i + 1 for i, t in enumerate(gen[:budget]) if t in self.stop_ids), None)
         cut = end if end is not None else min(budget, len(gen))
         comp = gen[:cut]
         return GenOutput(prompt_text=prompt_text, prompt_ids=prompt_ids, completion_ids=comp,
