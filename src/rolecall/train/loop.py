@@ -16,7 +16,7 @@ import torch
 
 from rolecall.config import Config
 from rolecall.engines.hf import HFEngine
-from rolecall.policies.model import attach_adapters, load_base
+from rolecall.policies.model import adapter_params, attach_adapters, load_base
 from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
@@ -70,9 +70,8 @@ def build_stack(cfg: Config) -> Stack:
     for p in model.parameters():
         p.requires_grad_(False)
     for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
-        for n, p in model.named_parameters():
-            if f".{name}." in n and "lora_" in n:
-                p.requires_grad_(True)
+        for p in adapter_params(model, name).values():
+            p.requires_grad_(True)
     optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.train.steps * cfg.algo.mini_batches * cfg.algo.ppo_epochs)
     engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch)
     return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P)
