@@ -17,7 +17,10 @@ console = Console(stderr=True)
 
 
 def _fail(msg: str) -> None:
-    console.print(f"[bold red]error:[/] {msg}", markup=True, highlight=False)
+    from rich.markup import escape
+
+    # soft_wrap: no hard line breaks inside paths; escape: a message is never markup.
+    console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -148,6 +151,32 @@ def make_base_cmd(
         info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed, progress=prog)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
+
+
+verify_app = typer.Typer(no_args_is_help=True, help="Score one completion with a verifier; prints one JSON object.")
+app.add_typer(verify_app, name="verify")
+
+
+@verify_app.command("math")
+def verify_math(
+    gold: str = typer.Option(..., "--gold", help="The gold answer."),
+    completion: str = typer.Option(..., "--completion", help="A file holding the completion, or - for stdin."),
+    missing_box_penalty: float = typer.Option(0.0, help="Score of a completion without \\boxed{} is minus this."),
+) -> None:
+    """Grade a completion's last \\boxed{} against the gold answer (the trainer's math reward)."""
+    from rolecall.parsing import last_boxed, strip_think
+    from rolecall.rewards import grade_math
+
+    if completion == "-":
+        text = sys.stdin.read()
+    else:
+        p = Path(completion)
+        if not p.is_file():
+            _fail(f"--completion {completion!r}: no such file")
+        text = p.read_text("utf-8", errors="replace")
+    s = grade_math(text, gold, missing_box_penalty=missing_box_penalty)
+    sys.stdout.write(json.dumps({"score": s.value, "status": s.status,
+                                 "extracted": last_boxed(strip_think(text)), "gold": gold}) + "\n")
 
 
 def main() -> None:  # pragma: no cover
