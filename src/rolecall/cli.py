@@ -164,7 +164,6 @@ def verify_math(
     missing_box_penalty: float = typer.Option(0.0, help="Score of a completion without \\boxed{} is minus this."),
 ) -> None:
     """Grade a completion's last \\boxed{} against the gold answer (the trainer's math reward)."""
-    from rolecall.parsing import last_boxed, strip_think
     from rolecall.rewards import grade_math
 
     if completion == "-":
@@ -176,7 +175,7 @@ def verify_math(
         text = p.read_text("utf-8", errors="replace")
     s = grade_math(text, gold, missing_box_penalty=missing_box_penalty)
     sys.stdout.write(json.dumps({"score": s.value, "status": s.status,
-                                 "extracted": last_boxed(strip_think(text)), "gold": gold}) + "\n")
+                                 "extracted": s.extracted, "gold": gold}) + "\n")
 
 
 def main() -> None:  # pragma: no cover

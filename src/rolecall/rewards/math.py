@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from rolecall.parsing import last_boxed, strip_think
@@ -31,6 +31,8 @@ class Score:
 
     value: float | None
     status: str  # "ok" | "wrong" | "no_answer" | "unscorable"
+    # What was graded, for debugging rewards; not part of the verdict's identity.
+    extracted: str | None = field(default=None, compare=False)
 
 
 def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0) -> Score:
@@ -44,7 +46,7 @@ def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0) 
     pred = last_boxed(_answer_region(strip_think(completion)))
     if pred is None:
         return Score(0.0 - missing_box_penalty, "no_answer")
-    return Score(1.0, "ok") if answers_match(pred, gold) else Score(0.0, "wrong")
+    return Score(1.0, "ok", pred) if answers_match(pred, gold) else Score(0.0, "wrong", pred)
 
 
 def _answer_region(text: str) -> str:

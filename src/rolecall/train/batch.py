@@ -26,13 +26,17 @@ class Row:
 
 def rows_for_policy(turns: list[Turn], advantages: list[float], policy: str) -> list[Row]:
     """The rows a policy trains on: its own turns only, and only ones that produced tokens."""
-    for t in turns:
-        if t.policy == policy and len(t.logprobs) != len(t.completion_ids):
+    rows = []
+    for t, a in zip(turns, advantages):
+        if t.policy != policy:
+            continue
+        if len(t.logprobs) != len(t.completion_ids):
             # A zero-filled log-prob would silently corrupt the importance ratio.
             raise ValueError(f"turn {t.slot!r}: engine returned {len(t.logprobs)} log-probs for "
                              f"{len(t.completion_ids)} completion tokens")
-    return [Row(t.prompt_ids + t.completion_ids, len(t.prompt_ids), list(t.logprobs), a, t.role, t.slot)
-            for t, a in zip(turns, advantages) if t.policy == policy and t.completion_ids]
+        if t.completion_ids:
+            rows.append(Row(t.prompt_ids + t.completion_ids, len(t.prompt_ids), list(t.logprobs), a, t.role, t.slot))
+    return rows
 
 
 def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
