@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 from rolecall.parsing import last_boxed, strip_think
+from rolecall.rewards.base import Score
 
 # The final answer sits at the end; scanning only the tail (and only the last few box
 # openings) keeps degenerate repetition loops from making `last_boxed` quadratic.
@@ -23,16 +23,6 @@ _DECIMAL = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
 _NUMBER = re.compile(_DECIMAL)
 _SLASH_FRAC = re.compile(rf"({_DECIMAL})/({_DECIMAL})")
 _TEX_FRAC = re.compile(rf"([+-]?)\\[dt]?frac\{{({_DECIMAL})\}}\{{({_DECIMAL})\}}")
-
-
-@dataclass(frozen=True)
-class Score:
-    """A verifier's verdict; `value` is None only when the turn cannot be scored."""
-
-    value: float | None
-    status: str  # "ok" | "wrong" | "no_answer" | "unscorable"
-    # What was graded, for debugging rewards; not part of the verdict's identity.
-    extracted: str | None = field(default=None, compare=False)
 
 
 def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0) -> Score:

@@ -1,0 +1,29 @@
+"""What every verifier returns: a score, or an honest 'cannot score' (never a fake 0)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Statuses a verifier may report. `unscorable` means the *verifier* failed (crash, its own
+# deadline, a bad gold answer): the sample is excluded from group statistics, never scored 0.
+STATUSES = ("ok", "wrong", "no_answer", "timeout", "memory_limit", "runtime_error",
+            "output_limit", "unscorable")
+
+
+@dataclass(frozen=True)
+class Score:
+    """A verifier's verdict; `value` is None only when the sample cannot be scored."""
+
+    value: float | None
+    status: str
+    # What was graded and how, for debugging rewards; not part of the verdict's identity.
+    extracted: str | None = field(default=None, compare=False)
+    info: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def scorable(self) -> bool:
+        return self.value is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable shape `rolecall verify ...` prints: score, status, extracted, then details."""
+        return {"score": self.value, "status": self.status, "extracted": self.extracted, **self.info}
