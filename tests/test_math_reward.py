@@ -103,7 +103,8 @@ def test_huge_inputs_return_quickly():
     assert grade_math("\\boxed{" * 200_000 + "\\boxed{1}", "1").status == "ok"
     # A box opened more than the scanned tail before the end is not looked for.
     assert grade_math("\\boxed{" + "9" * 1_000_000 + "}", "9").status == "no_answer"
-    assert grade_math("\\boxed{" + "9" * 1_500 + "}", "9" * 1_500 + ".0").status == "wrong"
+    # Too many digits to read as exact numbers: strict equality only (math-verify is tested apart).
+    assert grade_math("\\boxed{" + "9" * 1_500 + "}", "9" * 1_500 + ".0", checker="strict").status == "wrong"
     assert not answers_match("1" * 1_000_000, "1" * 999_999 + "2")
     assert not answers_match("{" * 100_000, "\\text{" + "{" * 100_000)
     assert time.perf_counter() - start < 0.5

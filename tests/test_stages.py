@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from rolecall.train import stages
+from rolecall.rewards import Score
+from rolecall.rewards.verifier import MathVerifier
 from rolecall.train.stages import advantages, flatten, group_id, score
 from rolecall.types import Episode, Problem, Turn
 
@@ -120,23 +121,37 @@ def test_score_grades_with_math_verifier():
     eps = [_ep("so \\boxed{42}", "42"), _ep("\\boxed{41}", "42"), _ep("no box here", "42"),
            _ep("\\boxed{\\frac{1}{2}}", "0.5"), _ep("<think>\\boxed{1}</think> \\boxed{2}", "2"),
            _ep("\\boxed{3}", "")]
-    m = score(eps, missing_box_penalty=0.25)
+    m = score(eps, MathVerifier(format_penalty=0.25, checker="strict"))
     assert [e.reward for e in eps] == [1.0, 0.0, -0.25, 1.0, 1.0, None]
     assert [e.info["status"] for e in eps] == ["ok", "wrong", "no_answer", "ok", "ok", "unscorable"]
     assert m == pytest.approx({"reward/status_ok": 3 / 6, "reward/status_wrong": 1 / 6,
                                "reward/status_no_answer": 1 / 6, "reward/status_unscorable": 1 / 6})
 
 
-def test_score_calls_grade_math(monkeypatch):
-    """score() delegates to rewards.grade_math with the episode's answer and the penalty."""
-    from rolecall.rewards import Score
-    calls = []
-    monkeypatch.setattr(stages, "grade_math", lambda c, g, missing_box_penalty: calls.append(
-        (c, g, missing_box_penalty)) or Score(0.5, "ok"))
-    eps = [_ep("x", "7")]
-    score(eps, missing_box_penalty=0.1)
-    assert calls == [("x", "7", 0.1)] and eps[0].reward == 0.5
+class _Recorder:
+    """A verifier that records what it was asked to grade."""
+
+    name = "rec"
+
+    def __init__(self):
+        self.calls = []
+
+    def score_many(self, completions, problems):
+        self.calls.append([(c, p.answer) for c, p in zip(completions, problems)])
+        return [Score(float(len(c)), "ok") for c in completions]
+
+
+def test_score_grades_each_distinct_text_once_and_candidates_too():
+    """Voting candidates are graded for pass@k; the chosen one (the final answer) is not graded twice."""
+    ep = _ep("bb", "7")
+    ep.info.update(candidates=["a", "bb", "a"], selected=2)
+    other = _ep("bb", "7")  # same problem, same text: one grading serves both
+    rec = _Recorder()
+    score([ep, other], rec)
+    assert rec.calls == [[("bb", "7"), ("a", "7")]]
+    assert ep.reward == other.reward == 2.0
+    assert ep.info["candidate_rewards"] == [1.0, 2.0, 1.0]
 
 
 def test_score_empty():
-    assert score([]) == {}
+    assert score([], _Recorder()) == {}

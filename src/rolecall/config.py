@@ -18,11 +18,28 @@ class PolicyCfg(_Strict):
 
 class ModelCfg(_Strict):
     path: str = Field("embedded", description="`embedded` (the shipped tiny model) or a local HF checkpoint directory.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights dtype; auto = bfloat16 on a GPU that supports it, else float32.")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="auto | cpu | cuda | cuda:N.")
+    enable_thinking: bool = Field(False, description="Passed to the chat template (Qwen3 thinking; the paper disables it).")
+    chat_template: str | None = Field(None, description="Path to a Jinja chat template replacing the checkpoint's own.")
+
+
+class DataCfg(_Strict):
+    path: str | None = Field(None, description="Local dataset: .parquet, .jsonl, .json, a `datasets` directory or a parquet folder.")
+    format: Literal["dapo_math", "gsm8k", "deepcoder", "qa"] = Field("dapo_math", description="Column layout of the rows.")
+    source_split: str = Field("train", description="Split to read from a DatasetDict or parquet folder.")
+    val_path: str | None = Field(None, description="Separate validation file; without it the validation split is carved from `path`.")
+    test_fraction: float = Field(0.1, ge=0, lt=1, description="Held-out fraction when no val_path (paper: 0.1).")
+    split_seed: int = Field(42, description="Seed of the held-out split (paper: 42).")
+    on_bad_row: Literal["error", "skip"] = Field("error", description="A row that fails validation stops the run, or is dropped and counted.")
+    max_prompt_tokens: PositiveInt | None = Field(None, description="Rows whose prompt is longer (in model tokens) are bad rows.")
+    n_val: PositiveInt | None = Field(None, description="Use at most this many validation problems.")
+    limit: PositiveInt | None = Field(None, description="Read at most this many rows (smoke tests).")
 
 
 class TaskCfg(_Strict):
-    name: Literal["arithmetic"] = Field("arithmetic", description="Problem source (built-in procedural task).")
+    name: Literal["arithmetic", "dataset"] = Field("arithmetic", description="arithmetic (built-in, procedural) or dataset (the `data` section).")
     digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
     ops: str = Field("+-", description="Operators to draw from: '+', '-' or both.")
     n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split).")
@@ -48,6 +65,7 @@ class RolloutCfg(_Strict):
     temperature: PositiveFloat = Field(0.7, description="Sampling temperature (training and validation).")
     max_new_tokens: PositiveInt = Field(48, description="Token budget of one turn; longer turns are cut and marked truncated.")
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
+    max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
     max_batch: PositiveInt = Field(512, description="Most rows in one generate call.")
 
 
@@ -72,8 +90,17 @@ class OptimCfg(_Strict):
 
 
 class RewardCfg(_Strict):
-    name: Literal["math"] = Field("math", description="Verifier of the final answer.")
-    missing_box_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{}.")
+    name: Literal["math", "code", "qa"] = Field("math", description="Verifier of the final answer.")
+    format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa) or no fenced code block (code).")
+    math_checker: Literal["math_verify", "strict"] = Field("math_verify", description="Equivalence: math-verify in a killable worker, or exact/rational match only.")
+    math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; overruns are unscorable.")
+    code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (paper), or the fraction passed.")
+    code_timeout_s: PositiveFloat = Field(6.0, description="Wall time per hidden test; the whole program gets tests x this plus a grace.")
+    code_memory_mb: PositiveInt = Field(1024, description="Address-space limit of the sandboxed program.")
+    code_workers: PositiveInt = Field(2, description="Sandboxed programs run at once.")
+    allow_unisolated_code: bool = Field(False, description="Run code rewards even where no network namespace can be made (say yes only on a trusted box).")
+    qa_metric: Literal["em", "f1"] = Field("em", description="QA reward: normalised exact match or best token F1.")
+    max_unscorable_frac: float = Field(0.5, gt=0, le=1, description="A step with more unscorable episodes than this is skipped (no update).")
 
 
 class TrainCfg(_Strict):
@@ -89,6 +116,7 @@ class TrainCfg(_Strict):
 class Config(_Strict):
     model: ModelCfg = Field(default_factory=ModelCfg)
     task: TaskCfg = Field(default_factory=TaskCfg)
+    data: DataCfg = Field(default_factory=DataCfg)
     workflow: WorkflowCfg = Field(default_factory=WorkflowCfg)
     routing: Union[Literal["isolated", "shared"], dict[str, str]] = Field(
         "isolated", description="isolated (one LoRA per role type), shared (one LoRA), or {role: policy}; policy `base` = no adapter.")
@@ -108,6 +136,14 @@ class Config(_Strict):
         from rolecall.policies.routing import build_routing
         from rolecall.workflows import build_workflow, load_prompts
 
+        if self.task.name == "dataset" and not self.data.path:
+            raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
+        if self.task.name != "dataset" and (self.data.path or self.data.val_path):
+            raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
+        if self.task.name == "dataset":
+            want = DATA_REWARD[self.data.format]
+            if self.reward.name != want:
+                raise ValueError(f"reward.name: {self.data.format!r} rows are graded by {want!r}, got {self.reward.name!r}")
         if self.algo.estimator not in ESTIMATORS:
             raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
         wf = build_workflow(self.workflow.name, load_prompts(self.workflow.prompts), self.workflow.options)
@@ -120,6 +156,10 @@ class Config(_Strict):
 
     def policy_table(self) -> dict[str, bool] | None:
         return None if self.policies is None else {k: v.trainable for k, v in self.policies.items()}
+
+
+# Which verifier reads which dataset's gold answers.
+DATA_REWARD = {"dapo_math": "math", "gsm8k": "math", "deepcoder": "code", "qa": "qa"}
 
 
 class ConfigError(ValueError):

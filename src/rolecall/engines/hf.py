@@ -44,9 +44,11 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, *, max_batch: int = 256, enable_thinking: bool = False) -> None:
+    def __init__(self, model, tokenizer, *, max_batch: int = 256, enable_thinking: bool = False,
+                 max_prompt_tokens: int | None = None) -> None:
         self.model, self.tok = model, tokenizer
         self.max_batch = max_batch
+        self.max_prompt_tokens = max_prompt_tokens
         self.enable_thinking = enable_thinking
         self.stop_ids = stop_token_ids(model, tokenizer)
 
@@ -55,17 +57,27 @@ class HFEngine:
                                             enable_thinking=self.enable_thinking)
 
     def generate(self, requests: list[GenRequest], *, temperature: float) -> list[GenOutput]:
-        outs: list[GenOutput] = []
-        for i in range(0, len(requests), self.max_batch):
-            outs += self._generate_chunk(requests[i:i + self.max_batch], temperature)
-        return outs
+        texts = [self.render(r.messages) for r in requests]
+        ids_B = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        # A prompt over budget is not generated (its history is already too long to be
+        # useful); it comes back empty and truncated, and the rest of the wave proceeds.
+        fits = [self.max_prompt_tokens is None or len(ids) <= self.max_prompt_tokens for ids in ids_B]
+        todo = [i for i, ok in enumerate(fits) if ok]
+        done: dict[int, GenOutput] = {
+            i: GenOutput(prompt_text=texts[i], prompt_ids=ids_B[i], completion_ids=[], completion_text="",
+                         logprobs=[], finish_reason="length") for i, ok in enumerate(fits) if not ok}
+        for lo in range(0, len(todo), self.max_batch):
+            chunk = todo[lo:lo + self.max_batch]
+            outs = self._generate_chunk([requests[i] for i in chunk], [texts[i] for i in chunk],
+                                        [ids_B[i] for i in chunk], temperature)
+            done.update(zip(chunk, outs))
+        return [done[i] for i in range(len(requests))]
 
     @torch.no_grad()
-    def _generate_chunk(self, reqs: list[GenRequest], temperature: float) -> list[GenOutput]:
+    def _generate_chunk(self, reqs: list[GenRequest], texts: list[str], ids_B: list[list[int]],
+                        temperature: float) -> list[GenOutput]:
         from transformers import GenerationConfig, LogitsProcessorList
 
-        texts = [self.render(r.messages) for r in reqs]
-        ids_B = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
         width = max(map(len, ids_B))
         pad = self.tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids_B])

@@ -27,18 +27,58 @@ def resolve_model_dir(path: str) -> Path:
     return p
 
 
-def load_base(path: str, dtype: str = "float32"):
-    """(model, tokenizer) from a local directory only: never reaches for a hub."""
+def load_tokenizer(path: str, chat_template: str | None = None):
+    """The checkpoint's tokenizer, left-padded, with its own chat template (or a file's)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    d = resolve_model_dir(path)
-    tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(resolve_model_dir(path), local_files_only=True)
     tok.padding_side = "left"
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(d, dtype=_DTYPES[dtype], local_files_only=True)
-    return model, tok
+    if chat_template is not None:
+        t = Path(chat_template).expanduser()
+        if not t.is_file():
+            raise FileNotFoundError(f"model.chat_template: {str(t)!r} is not a file")
+        tok.chat_template = t.read_text("utf-8")
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"model.path: {path!r} has no chat template; set model.chat_template to a Jinja file")
+    return tok
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"model.device: {device!r} asked for, but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        # bf16 halves memory and is native on recent GPUs; CPU kernels are fastest in fp32.
+        gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if gpu_bf16 else torch.float32
+    return _DTYPES[dtype]
+
+
+def load_model(path: str, dtype: str = "float32", device: str = "cpu"):
+    """A causal LM from a local directory only (never a hub), on `device` in `dtype`.
+
+    No `trust_remote_code`: a checkpoint cannot make rolecall run code it ships.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM
+
+    dev = resolve_device(device)
+    model = AutoModelForCausalLM.from_pretrained(resolve_model_dir(path), dtype=resolve_dtype(dtype, dev),
+                                                 local_files_only=True)
+    return model.to(dev)
+
+
+def load_base(path: str, dtype: str = "float32", device: str = "cpu", chat_template: str | None = None):
+    """(model, tokenizer) from a local directory."""
+    return load_model(path, dtype, device), load_tokenizer(path, chat_template)
 
 
 def attach_adapters(model, names: list[str], *, r: int, alpha: int, dropout: float,

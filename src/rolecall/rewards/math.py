@@ -1,4 +1,4 @@
-"""Strict, fast math-answer grading: last boxed answer vs gold, string or exact-number match."""
+"""Math-answer grading: last boxed answer vs gold; fast exact checks, then math-verify."""
 from __future__ import annotations
 
 import re
@@ -6,6 +6,9 @@ from fractions import Fraction
 
 from rolecall.parsing import last_boxed, strip_think
 from rolecall.rewards.base import Score
+from rolecall.rewards.math_judge import MathJudge, default_judge
+
+CHECKERS = ("math_verify", "strict")
 
 # The final answer sits at the end; scanning only the tail (and only the last few box
 # openings) keeps degenerate repetition loops from making `last_boxed` quadratic.
@@ -25,18 +28,39 @@ _SLASH_FRAC = re.compile(rf"({_DECIMAL})/({_DECIMAL})")
 _TEX_FRAC = re.compile(rf"([+-]?)\\[dt]?frac\{{({_DECIMAL})\}}\{{({_DECIMAL})\}}")
 
 
-def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0) -> Score:
-    """1.0 if the last `\\boxed{}` after any think block matches `gold`, else 0.0.
+def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
+               checker: str = "math_verify", judge: MathJudge | None = None) -> Score:
+    """1.0 if the last `\\boxed{}` after any think block is equivalent to `gold`, else 0.0.
 
-    No (closed) box scores -missing_box_penalty with status "no_answer"; an empty gold
-    answer is a dataset bug, reported as "unscorable" instead of a fake 0.
+    Equivalence, cheapest first: equal after light LaTeX normalisation; equal as exact
+    rationals when both sides are plain numbers (then that verdict is final, so `1/3` does
+    not match `0.333`); otherwise, with `checker="math_verify"`, symbolic equivalence by
+    math-verify in a killable worker under the judge's deadline.
+    No (closed, non-empty) box scores -missing_box_penalty with status "no_answer". An empty
+    gold answer, or a judge that crashed or overran its deadline, is "unscorable" (value
+    None): the sample is left out of the group statistics instead of getting a fake 0.
     """
+    if checker not in CHECKERS:
+        raise ValueError(f"checker: unknown {checker!r}; allowed: {list(CHECKERS)}")
     if not gold or not gold.strip():
-        return Score(None, "unscorable")
+        return Score(None, "unscorable", info={"reason": "empty gold answer"})
     pred = last_boxed(_answer_region(strip_think(completion)))
-    if pred is None:
-        return Score(0.0 - missing_box_penalty, "no_answer")
-    return Score(1.0, "ok", pred) if answers_match(pred, gold) else Score(0.0, "wrong", pred)
+    if not pred:
+        return Score(0.0 - missing_box_penalty, "no_answer", pred or None)
+    if answers_match(pred, gold):
+        return Score(1.0, "ok", pred)
+    if checker == "strict" or _plain_numbers(pred, gold):
+        return Score(0.0, "wrong", pred)
+    if len(pred) > _MAX_ANSWER_CHARS:
+        return Score(0.0, "wrong", pred[:200], info={"reason": "answer too long to be a final answer"})
+    equal = (judge or default_judge()).equivalent(pred, gold)
+    if equal is None:
+        return Score(None, "unscorable", pred, info={"reason": "math judge crashed or overran its deadline"})
+    return Score(1.0 if equal else 0.0, "ok" if equal else "wrong", pred)
+
+
+def _plain_numbers(pred: str, gold: str) -> bool:
+    return _to_fraction(_normalize(pred)) is not None and _to_fraction(_normalize(gold)) is not None
 
 
 def _answer_region(text: str) -> str:

@@ -57,8 +57,8 @@ def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
     return out
 
 
-def collate(rows: list[Row], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded tensors; targets/masks are aligned to next-token prediction (length L-1)."""
+def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """Right-padded tensors on `device`; targets/masks are aligned to next-token prediction (length L-1)."""
     width = max(len(r.ids) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -72,5 +72,6 @@ def collate(rows: list[Row], pad_id: int) -> dict[str, torch.Tensor]:
         lp = r.rollout_logp[: r.n_completion]
         rollout[i, r.n_prompt - 1: r.n_prompt - 1 + len(lp)] = torch.tensor(lp)
     adv = torch.tensor([r.advantage for r in rows], dtype=torch.float32)
-    return {"input_ids": ids, "attention_mask": attn, "targets": ids[:, 1:], "mask": mask,
-            "rollout_logp": rollout, "adv": adv}
+    out = {"input_ids": ids, "attention_mask": attn, "targets": ids[:, 1:], "mask": mask,
+           "rollout_logp": rollout, "adv": adv}
+    return out if device is None else {k: v.to(device) for k, v in out.items()}

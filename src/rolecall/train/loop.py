@@ -16,7 +16,9 @@ import torch
 
 from rolecall.config import Config
 from rolecall.engines.hf import HFEngine
-from rolecall.policies.model import adapter_params, attach_adapters, load_base
+from rolecall.tasks.dataset import load_dataset_problems
+from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
+from rolecall.rewards.verifier import Verifier, build_verifier
 from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
@@ -43,18 +45,43 @@ class Stack:
     optims: dict[str, PolicyOptim]
     train_P: list[Problem]
     val_P: list[Problem]
+    verifier: Verifier
 
     def max_new_tokens(self, role: str) -> int:
         return self.cfg.rollout.max_new_tokens_by_role.get(role, self.cfg.rollout.max_new_tokens)
 
 
-def load_problems(cfg: Config) -> tuple[list[Problem], list[Problem]]:
-    t = cfg.task
-    task = ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed)
-    train_P, val_P = task.train(), task.validation()
+def load_problems(cfg: Config, count_tokens: Callable[[str], int] | None = None,
+                  log: Callable[[str], None] = print) -> tuple[list[Problem], list[Problem]]:
+    """(train, validation) problems from the built-in task or the local dataset."""
+    if cfg.task.name == "dataset":
+        train_P, val_P = load_dataset_problems(cfg.data, count_tokens, log=log)
+    else:
+        t = cfg.task
+        task = ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed)
+        train_P, val_P = task.train(), task.validation()
     if not train_P or not val_P:
         raise ValueError(f"task: empty dataset (train {len(train_P)}, validation {len(val_P)} problems)")
     return train_P, val_P
+
+
+def preflight(cfg: Config) -> dict[str, object]:
+    """Check every input a run needs without loading weights: the model directory and its
+    tokenizer/chat template, every dataset row, and that the verifier can start (e.g. the
+    code sandbox can isolate). Raises with the field at fault; returns a short summary."""
+    m = cfg.model
+    resolve_model_dir(m.path)
+    tok = load_tokenizer(m.path, m.chat_template)
+    lines: list[str] = []
+    train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]),
+                                   log=lines.append)
+    verifier = build_verifier(cfg.reward)
+    try:
+        isolation = getattr(getattr(verifier, "sandbox", None), "isolation", None)
+    finally:
+        verifier.close()
+    return {"model": str(resolve_model_dir(m.path)), "train_problems": len(train_P), "val_problems": len(val_P),
+            "data_report": lines, "verifier": cfg.reward.name, **({"sandbox": isolation} if isolation else {})}
 
 
 def build_stack(cfg: Config) -> Stack:
@@ -62,8 +89,11 @@ def build_stack(cfg: Config) -> Stack:
         torch.set_num_threads(cfg.train.threads)
     workflow = build_workflow(cfg.workflow.name, load_prompts(cfg.workflow.prompts), cfg.workflow.options)
     routing = build_routing(cfg.routing, workflow.roles, cfg.policy_table())
-    train_P, val_P = load_problems(cfg)
-    model, tok = load_base(cfg.model.path, cfg.model.dtype)
+    m = cfg.model
+    tok = load_tokenizer(m.path, m.chat_template)
+    train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]))
+    verifier = build_verifier(cfg.reward)  # before the model: a sandbox that cannot isolate fails fast
+    model = load_model(m.path, m.dtype, m.device)
     torch.manual_seed(cfg.train.seed)  # LoRA A init
     model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
                             dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
@@ -73,8 +103,9 @@ def build_stack(cfg: Config) -> Stack:
         for p in adapter_params(model, name).values():
             p.requires_grad_(True)
     optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.train.steps * cfg.algo.mini_batches * cfg.algo.ppo_epochs)
-    engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch)
-    return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P)
+    engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
+                      max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+    return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P, verifier)
 
 
 def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> list[Problem]:
@@ -104,7 +135,7 @@ def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
     """
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
     eps = _rollout(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
-    score(eps, stack.cfg.reward.missing_box_penalty)
+    score(eps, stack.verifier)
     m = {f"val/{k}": v for k, v in rollout_metrics(eps).items() if not k.startswith("role/")}
     m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
     return m
@@ -117,10 +148,17 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     episodes = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=cfg.train.seed * 1_000_003 + step)
     t_roll = time.time()
     row: dict = {"step": step}
-    row.update(score(episodes, cfg.reward.missing_box_penalty))
+    row.update(score(episodes, stack.verifier))
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by)
     row.update(adv_metrics)
     row.update(rollout_metrics(episodes))
+    unscorable = sum(ep.reward is None for ep in episodes) / max(1, len(episodes))
+    if unscorable > cfg.reward.max_unscorable_frac:
+        # The verifier failed on too much of the batch: an update would learn from noise.
+        row["skipped/unscorable"] = 1.0
+        row["time/rollout_s"] = t_roll - t0
+        row["time/step_s"] = time.time() - t0
+        return row, episodes
     rng = random.Random(cfg.train.seed * 31 + step)
     for policy in stack.routing.trainable:
         rows = rows_for_policy(turns, adv_N, policy)

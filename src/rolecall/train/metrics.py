@@ -22,13 +22,19 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
         out[f"role/{role}/completion_len"] = fmean(len(t.completion_ids) for t, _ in items)
         out[f"role/{role}/truncated_frac"] = fmean(t.truncated for t, _ in items)
         out[f"role/{role}/turns"] = float(len(items))
-    votes = [ep for ep in episodes if "candidates" in ep.info]
+    # Verifier statuses seen by each role's turns (outcome broadcast: the episode's status).
+    status_by_role: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for ep in episodes:
+        for t in ep.turns:
+            status_by_role[t.role][ep.info.get("status", "unscored")] += 1
+    for role, counts in status_by_role.items():
+        total = sum(counts.values())
+        out.update({f"role/{role}/status_{k}": v / total for k, v in counts.items()})
+    votes = [ep for ep in episodes if "candidate_rewards" in ep.info]
     if votes:
-        from rolecall.rewards import grade_math
-
         oracle, picked_right = [], []
         for ep in votes:
-            right = [grade_math(c, ep.problem.answer).value == 1.0 for c in ep.info["candidates"]]
+            right = [r == 1.0 for r in ep.info["candidate_rewards"]]
             oracle.append(any(right))
             if any(right):
                 picked_right.append(right[ep.info["selected"] - 1])

@@ -4,16 +4,28 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rolecall.advantages import get_estimator
-from rolecall.rewards import grade_math
-from rolecall.types import Episode, Turn
+from rolecall.rewards.verifier import Verifier
+from rolecall.types import Episode, Problem, Turn
 
 
-def score(episodes: list[Episode], missing_box_penalty: float = 0.0) -> dict[str, float]:
-    """Grade each episode's final answer; `reward=None` marks an unscorable episode."""
+def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
+    """Grade each episode's final answer (and each voting candidate); `reward=None` = unscorable.
+
+    Identical (problem, text) pairs are graded once: a voting episode's final answer is one
+    of its candidates, and a sandboxed code run is worth not repeating.
+    """
+    wanted: dict[tuple[str, str], Problem] = {}
+    for ep in episodes:
+        for text in [ep.final_answer, *ep.info.get("candidates", [])]:
+            wanted.setdefault((ep.problem.uid, text), ep.problem)
+    keys = list(wanted)
+    graded = dict(zip(keys, verifier.score_many([t for _, t in keys], [wanted[k] for k in keys])))
     status: dict[str, int] = defaultdict(int)
     for ep in episodes:
-        s = grade_math(ep.final_answer, ep.problem.answer, missing_box_penalty=missing_box_penalty)
+        s = graded[(ep.problem.uid, ep.final_answer)]
         ep.reward, ep.info["status"] = s.value, s.status
+        if "candidates" in ep.info:
+            ep.info["candidate_rewards"] = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
         status[s.status] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}

@@ -107,7 +107,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
         if not on_policy:  # frozen copy of pi_old for every row, before any step
             with torch.no_grad():
                 for mb in micro_batches(rows, algo.micro_batch_tokens):
-                    b = collate(mb, pad_id)
+                    b = collate(mb, pad_id, model.device)
                     lp, _ = _forward(model, b, temperature)
                     for r, x in zip(mb, lp):
                         old_by_row[id(r)] = x[: len(r.ids) - 1]
@@ -121,7 +121,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                 popt.optimizer.zero_grad(set_to_none=True)
                 finite = True
                 for mb in micro_batches(mini, algo.micro_batch_tokens):
-                    b = collate(mb, pad_id)
+                    b = collate(mb, pad_id, model.device)
                     logp, ent = _forward(model, b, temperature)
                     if on_policy:
                         old = logp.detach()

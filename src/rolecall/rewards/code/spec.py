@@ -4,7 +4,8 @@ Two shapes exist in the wild and both are accepted:
 - a list of `{"input", "output", "testtype"}` (`testtype`, or `type`, is `stdin`,
   `stdin_stdout` or `functional`); functional inputs are newline-separated JSON arguments
   and the output is one JSON value; the function name comes from `fn_name` (the row's
-  `metadata.func_name`);
+  `metadata.func_name`), or from a per-test `fn_name` (DeepCoder's PrimeIntellect subset
+  writes `{"type": "function_call", "fn_name", "input": [args], "output": [value]}`);
 - `{"inputs": [...], "outputs": [...], "fn_name"?}`; with `fn_name` each input is the
   argument list (or a JSON string of it) and each output the return value, without it
   inputs and outputs are stdin/stdout text (a list of lines is joined with newlines).
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 _STDIN_TYPES = {"stdin", "stdin_stdout", "stdio"}
-_FUNCTIONAL_TYPES = {"functional", "function", "call"}
+_FUNCTIONAL_TYPES = {"functional", "function", "call", "function_call"}
 
 
 class TestSpecError(ValueError):
@@ -75,6 +76,10 @@ def parse_tests(raw: str | list | dict, fn_name: str | None = None) -> CodeTests
 
 def _from_list(items: list, fn_name: str | None) -> CodeTests:
     kinds, inputs, outputs = set(), [], []
+    names = {t["fn_name"] for t in items if isinstance(t, dict) and t.get("fn_name")}
+    if len(names) > 1:
+        raise TestSpecError(f"tests name different functions: {sorted(names)}")
+    fn_name = names.pop() if names else fn_name
     for i, t in enumerate(items):
         if not isinstance(t, dict):
             raise TestSpecError(f"test {i}: expected an object, got {type(t).__name__}")

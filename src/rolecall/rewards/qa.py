@@ -1,0 +1,62 @@
+"""QA grading: normalised exact match and token F1 against a list of gold answers.
+
+Normalisation is the SQuAD/HotpotQA one: lower-case, drop punctuation and the articles
+a/an/the, collapse whitespace. The answer is the last `\\boxed{}` after any think block;
+without one, the text after the last `Answer:` line marker; otherwise there is none.
+"""
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+
+from rolecall.parsing import last_boxed, strip_think
+from rolecall.rewards.base import Score
+
+METRICS = ("em", "f1")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ANSWER_MARK = re.compile(r"(?im)^\s*(?:final\s+)?answer\s*:\s*(.+?)\s*$")
+_PUNCT = str.maketrans("", "", string.punctuation)
+_MAX_ANSWER_CHARS = 2_000
+
+
+def normalize_answer(text: str) -> str:
+    text = text.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def f1(pred: str, gold: str) -> float:
+    p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
+    if not p or not g:
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def extract_answer(completion: str) -> str | None:
+    text = strip_think(completion)
+    boxed = last_boxed(text)
+    if boxed:
+        return boxed
+    marks = _ANSWER_MARK.findall(text[-20_000:])
+    return marks[-1] if marks else None
+
+
+def grade_qa(completion: str, golds: list[str], *, metric: str = "em", missing_answer_penalty: float = 0.0) -> Score:
+    """Score = exact match (0/1) or the best F1 over the gold answers; status ok iff an exact match."""
+    if metric not in METRICS:
+        raise ValueError(f"metric: unknown {metric!r}; allowed: {list(METRICS)}")
+    golds = [g for g in golds if isinstance(g, str) and normalize_answer(g)]
+    if not golds:
+        return Score(None, "unscorable", info={"reason": "no usable gold answer"})
+    pred = extract_answer(completion)
+    if not pred or not normalize_answer(pred):
+        return Score(0.0 - missing_answer_penalty, "no_answer", pred)
+    pred = pred[:_MAX_ANSWER_CHARS]
+    em = any(normalize_answer(pred) == normalize_answer(g) for g in golds)
+    best_f1 = max(f1(pred, g) for g in golds)
+    value = float(em) if metric == "em" else best_f1
+    return Score(value, "ok" if em else "wrong", pred, info={"em": float(em), "f1": best_f1})
