@@ -88,3 +88,15 @@ def test_every_listed_end_of_turn_token_stops_a_turn(tiny_model_dir):
     assert out.completion_ids == [5, 6, pad] and out.finish_reason == "stop" and len(out.logprobs) == 3
     out = eng._finish("p", [1], [5, 6, 7, 8], [-0.1] * 4, budget=3)
     assert out.completion_ids == [5, 6, 7] and out.finish_reason == "length"
+
+
+def test_over_budget_prompt_is_not_generated_and_the_rest_proceeds(two_adapter_model):
+    model, tok = two_adapter_model
+    eng = HFEngine(model, tok, max_prompt_tokens=30)
+    reqs = [GenRequest([{"role": "user", "content": "1+1"}], "gen", 5),
+            GenRequest([{"role": "user", "content": "9" * 200}], "agg", 5),
+            GenRequest([{"role": "user", "content": "2+2"}], "agg", 5)]
+    torch.manual_seed(0)
+    out = eng.generate(reqs, temperature=1.0)
+    assert out[1].completion_ids == [] and out[1].finish_reason == "length" and len(out[1].prompt_ids) > 30
+    assert out[0].completion_ids and out[2].completion_ids  # the rest of the wave ran
