@@ -61,3 +61,31 @@ def test_bad_rows_stop_the_run_or_are_skipped_and_counted(tiny_model_dir, tmp_pa
                                    f"data.path={data}", "data.on_bad_row=skip", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "1 skipped" in res.output
+
+
+def test_a_failing_verifier_skips_steps_then_halts_with_a_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    """RELIABILITY #9: unscorable is not wrong; too many skip the step; repeats halt the run."""
+    from rolecall.rewards import Score
+    from rolecall.train import loop
+
+    class Broken:
+        name = "math"
+
+        def score_many(self, completions, problems):
+            return [Score(None, "unscorable", info={"reason": "judge crashed"}) for _ in completions]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(loop, "build_verifier", lambda cfg: Broken())
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["train", f"model.path={tiny_model_dir}", "rollout.problems_per_step=2",
+                                   "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=2",
+                                   "reward.max_skipped_steps=2", "--steps", "5", "--out", str(out)])
+    assert res.exit_code == 2
+    assert "halted at step 2" in res.output and "unscorable" in res.output
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "val/accuracy" not in r]
+    assert [r["step"] for r in steps] == [1, 2] and all(r["skipped/unscorable"] == 1.0 for r in steps)
+    assert all(not any(k.startswith("policy/") for k in r) for r in steps)  # no update ran
+    assert (out / "checkpoints" / "step_2").is_dir()

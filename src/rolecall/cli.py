@@ -109,7 +109,7 @@ def _run_training(cfg, out: Path, resume: bool) -> None:
     try:
         with progress:
             path = run_train(cfg, out, resume=resume, on_event=on_event)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as e:
         _fail(str(e))
     console.print(f"run directory: {path}")
 

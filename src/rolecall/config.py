@@ -101,6 +101,7 @@ class RewardCfg(_Strict):
     allow_unisolated_code: bool = Field(False, description="Run code rewards even where no network namespace can be made (say yes only on a trusted box).")
     qa_metric: Literal["em", "f1"] = Field("em", description="QA reward: normalised exact match or best token F1.")
     max_unscorable_frac: float = Field(0.5, gt=0, le=1, description="A step with more unscorable episodes than this is skipped (no update).")
+    max_skipped_steps: PositiveInt = Field(3, description="This many skipped steps in a row halt the run (after a checkpoint).")
 
 
 class TrainCfg(_Strict):

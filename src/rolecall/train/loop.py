@@ -32,6 +32,10 @@ from rolecall.types import Episode, Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts
 
 
+class VerifierFailure(RuntimeError):
+    """The verifier failed on most of the batch for several steps in a row."""
+
+
 @dataclass
 class Stack:
     """Everything one run holds in memory."""
@@ -202,10 +206,20 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
         run.truncate_after(start)
     if start == 0 and not any("val/accuracy" in r for r in run.rows()):
         emit("val", {"step": 0, **validate(stack)})
+    skipped = 0
     for step in range(start + 1, cfg.train.steps + 1):
         row, episodes = train_step(stack, step)
         emit("step", row)
         run.log_samples(step, episodes, cfg.train.samples_per_step)
+        skipped = skipped + 1 if row.get("skipped/unscorable") else 0
+        if skipped >= cfg.reward.max_skipped_steps:
+            save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+            statuses = {k.removeprefix("reward/status_"): round(v, 3) for k, v in row.items() if k.startswith("reward/status_")}
+            raise VerifierFailure(
+                f"halted at step {step}: {skipped} steps in a row skipped because more than "
+                f"{cfg.reward.max_unscorable_frac:.0%} of episodes were unscorable (the {cfg.reward.name} verifier "
+                f"is failing; last step's statuses {statuses}). A checkpoint of step {step} was saved; "
+                f"see samples.jsonl, fix the verifier or data, then --resume.")
         if step % cfg.train.val_every == 0 or step == cfg.train.steps:
             emit("val", {"step": step, **validate(stack)})
         if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
