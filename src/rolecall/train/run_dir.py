@@ -53,7 +53,7 @@ class RunDir:
                 f.write(json.dumps({
                     "step": step, "problem": ep.problem.prompt, "answer": ep.problem.answer, "sample": ep.sample,
                     "final": ep.final_answer, "reward": ep.reward,
-                    "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, list, type(None)))},
+                    "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))},
                     "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "completion": t.completion_text,
                                "finish": t.finish_reason, "tokens": len(t.completion_ids)} for t in ep.turns],
-                }) + "\n")
+                }, default=str) + "\n")

@@ -24,6 +24,8 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     for ep in episodes:
         s = graded[(ep.problem.uid, ep.final_answer)]
         ep.reward, ep.info["status"] = s.value, s.status
+        if s.info:  # why the verifier decided so (failed test, judge overrun), for samples.jsonl
+            ep.info["verdict"] = dict(s.info)
         if "candidates" in ep.info:
             ep.info["candidate_rewards"] = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
         status[s.status] += 1
