@@ -89,3 +89,16 @@ def test_a_failing_verifier_skips_steps_then_halts_with_a_checkpoint(tiny_model_
     assert [r["step"] for r in steps] == [1, 2] and all(r["skipped/unscorable"] == 1.0 for r in steps)
     assert all(not any(k.startswith("policy/") for k in r) for r in steps)  # no update ran
     assert (out / "checkpoints" / "step_2").is_dir()
+
+
+def test_auto_math_checker_is_strict_on_arithmetic_and_math_verify_on_datasets():
+    """On the arithmetic task math-verify would reward echoing the question (12+34 == 46)."""
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.types import Problem
+
+    assert load_config(None, []).reward_cfg().math_checker == "strict"
+    ds = load_config(None, ["task.name=dataset", "data.path=x.jsonl"])
+    assert ds.reward_cfg().math_checker == "math_verify"
+    assert load_config(None, ["reward.math_checker=math_verify"]).reward_cfg().math_checker == "math_verify"
+    v = build_verifier(load_config(None, []).reward_cfg())
+    assert v.score_many(["\\boxed{12+34}"], [Problem("12+34", "12+34", "46")])[0].status == "wrong"

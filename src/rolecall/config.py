@@ -92,7 +92,9 @@ class OptimCfg(_Strict):
 class RewardCfg(_Strict):
     name: Literal["math", "code", "qa"] = Field("math", description="Verifier of the final answer.")
     format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa) or no fenced code block (code).")
-    math_checker: Literal["math_verify", "strict"] = Field("math_verify", description="Equivalence: math-verify in a killable worker, or exact/rational match only.")
+    math_checker: Literal["auto", "math_verify", "strict"] = Field(
+        "auto", description="Equivalence: math-verify in a killable worker, or exact/rational match only; auto = strict on the "
+                            "built-in arithmetic task (where echoing the question `12+34` would be 'equivalent'), math_verify on datasets.")
     math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; overruns are unscorable.")
     code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (paper), or the fraction passed.")
     code_timeout_s: PositiveFloat = Field(6.0, description="Wall time per hidden test; the whole program gets tests x this plus a grace.")
@@ -154,6 +156,13 @@ class Config(_Strict):
             raise ValueError(f"rollout.max_new_tokens_by_role: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
         return self
 
+
+    def reward_cfg(self) -> "RewardCfg":
+        """The reward section with `auto` choices made for this task."""
+        if self.reward.math_checker != "auto":
+            return self.reward
+        checker = "strict" if self.task.name == "arithmetic" else "math_verify"
+        return self.reward.model_copy(update={"math_checker": checker})
 
     def policy_table(self) -> dict[str, bool] | None:
         return None if self.policies is None else {k: v.trainable for k, v in self.policies.items()}

@@ -79,7 +79,7 @@ def preflight(cfg: Config) -> dict[str, object]:
     lines: list[str] = []
     train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]),
                                    log=lines.append)
-    verifier = build_verifier(cfg.reward)
+    verifier = build_verifier(cfg.reward_cfg())
     try:
         isolation = getattr(getattr(verifier, "sandbox", None), "isolation", None)
     finally:
@@ -96,7 +96,7 @@ def build_stack(cfg: Config) -> Stack:
     m = cfg.model
     tok = load_tokenizer(m.path, m.chat_template)
     train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]))
-    verifier = build_verifier(cfg.reward)  # before the model: a sandbox that cannot isolate fails fast
+    verifier = build_verifier(cfg.reward_cfg())  # before the model: a sandbox that cannot isolate fails fast
     model = load_model(m.path, m.dtype, m.device)
     torch.manual_seed(cfg.train.seed)  # LoRA A init
     model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
