@@ -30,3 +30,21 @@ def tiny_model_dir(tmp_path_factory):
     model.save_pretrained(d)
     tok.save_pretrained(d)
     return d
+
+
+def _sandbox_problem() -> str | None:
+    from rolecall.rewards.code import CodeSandbox, SandboxUnavailable
+
+    try:
+        CodeSandbox()
+    except SandboxUnavailable as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(scope="session")
+def isolated_sandbox():
+    """Skip (naming why) where the machine cannot isolate model-written code."""
+    problem = _sandbox_problem()
+    if problem:
+        pytest.skip(f"no isolated code sandbox on this machine: {problem}")

@@ -102,3 +102,50 @@ def test_auto_math_checker_is_strict_on_arithmetic_and_math_verify_on_datasets()
     assert load_config(None, ["reward.math_checker=math_verify"]).reward_cfg().math_checker == "math_verify"
     v = build_verifier(load_config(None, []).reward_cfg())
     assert v.score_many(["\\boxed{12+34}"], [Problem("12+34", "12+34", "46")])[0].status == "wrong"
+
+
+def _code_rows(n):
+    stdin = json.dumps([{"input": "3\n", "output": "6\n", "testtype": "stdin"}])
+    func = json.dumps([{"input": "[1, 2]", "output": "3", "testtype": "functional"}])
+    rows = []
+    for i in range(n):
+        if i % 2:
+            rows.append({"problem": f"Print twice n ({i}).", "tests": stdin, "starter_code": ""})
+        else:
+            rows.append({"problem": f"Add two numbers ({i}).", "tests": func, "starter_code": "def add(xs):\n    pass",
+                         "metadata": json.dumps({"func_name": "add"})})
+    return rows
+
+
+def test_two_steps_on_a_code_dataset_log_statuses_per_role(tiny_model_dir, tmp_path, isolated_sandbox):
+    data = _rows(tmp_path / "deepcoder.jsonl", _code_rows(12))
+    rows = _train(tmp_path, tiny_model_dir, f"data.path={data}", "data.format=deepcoder", "reward.name=code",
+                  "workflow.name=eval_opt", "workflow.prompts=code", "workflow.options={rounds: 2}",
+                  "reward.code_timeout_s=2")
+    steps = [r for r in rows if "val/accuracy" not in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for role in ("generator", "evaluator"):
+        statuses = {k: v for k, v in steps[0].items() if k.startswith(f"role/{role}/status_")}
+        assert statuses and sum(statuses.values()) == pytest.approx(1.0), statuses
+
+
+def test_code_verifier_scores_real_programs_through_the_training_stage(isolated_sandbox):
+    """score() with the code verifier: a right program, a wrong one, no code block, a crash."""
+    from rolecall.rewards.code import parse_tests
+    from rolecall.rewards.verifier import CodeVerifier
+    from rolecall.train.stages import score
+    from rolecall.types import Episode, Problem
+
+    tests = parse_tests([{"input": "3\n", "output": "6\n", "testtype": "stdin"},
+                         {"input": "5\n", "output": "10\n", "testtype": "stdin"}])
+    prob = Problem("p", "double", "", {"kind": "code", "tests": tests})
+    finals = ["```python\nprint(int(input()) * 2)\n```", "```python\nprint(6)\n```", "no code",
+              "```python\nraise ValueError('x')\n```"]
+    eps = [Episode(problem=prob, sample=i, final_answer=f) for i, f in enumerate(finals)]
+    v = CodeVerifier(timeout_s=2, workers=2)
+    try:
+        score(eps, v)
+    finally:
+        v.close()
+    assert [e.info["status"] for e in eps] == ["ok", "wrong", "no_answer", "runtime_error"]
+    assert [e.reward for e in eps] == [1.0, 0.0, 0.0, 0.0]

@@ -73,7 +73,7 @@ class CodeVerifier:
                                    max_workers=workers, allow_unisolated_network=allow_unisolated)
 
     def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
-        from rolecall.rewards.code import extract_code, verdict
+        from rolecall.rewards.code import extract_code
 
         out: list[Score | None] = [None] * len(completions)
         jobs, where = [], []
@@ -87,8 +87,8 @@ class CodeVerifier:
             else:
                 jobs.append((code, tests))
                 where.append(i)
-        for i, run in zip(where, self.sandbox.run_many(jobs)):
-            out[i] = verdict(run, self.mode)
+        for i, s in zip(where, self.sandbox.run_many(jobs, mode=self.mode)):
+            out[i] = s
         return out  # type: ignore[return-value]
 
     def close(self) -> None:
