@@ -114,6 +114,7 @@ class TrainCfg(_Strict):
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = all cores.")
     samples_per_step: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    kl_ref: bool = Field(True, description="Log kl_ref (KL to the base model, adapters off): one extra no-grad forward per micro-batch.")
 
 
 class Config(_Strict):

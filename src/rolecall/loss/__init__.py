@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from rolecall.loss.ppo import AGG_MODES, agg_norm, ppo_clip_loss
-from rolecall.loss.stats import chi2_token, token_logprobs_and_entropy, training_ppl
+from rolecall.loss.stats import chi2_token, token_logprobs, token_logprobs_and_entropy, training_ppl
 
 __all__ = [
     "AGG_MODES",
     "agg_norm",
     "chi2_token",
     "ppo_clip_loss",
+    "token_logprobs",
     "token_logprobs_and_entropy",
     "training_ppl",
 ]

@@ -27,6 +27,14 @@ def token_logprobs_and_entropy(
     return logp_B_T, entropy_B_T
 
 
+def token_logprobs(logits_B_T_V: Tensor, targets_B_T: Tensor, temperature: float = 1.0) -> Tensor:
+    """Log-prob of each target token only (no entropy: half the memory for a big vocabulary)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    logp_B_T_V = F.log_softmax(logits_B_T_V.float() / temperature, dim=-1)
+    return logp_B_T_V.gather(-1, targets_B_T.long().unsqueeze(-1)).squeeze(-1)
+
+
 @torch.no_grad()
 def chi2_token(logp_B_T: Tensor, rollout_logp_B_T: Tensor, mask_B_T: Tensor) -> float:
     """Token-level chi-square divergence E_mu[(pi/mu)^2] - 1 over masked tokens.

@@ -169,11 +169,11 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
         if not rows:
             continue
         per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
-                                      pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng)
+                                      pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
+                                      kl_ref=cfg.train.kl_ref)
         row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
         for role, m in per_role.items():
             row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
-            row[f"role/{role}/grad_norm"] = pol["grad_norm"]  # the norm of the adapter this role trains
     row["time/rollout_s"] = t_roll - t0
     row["time/step_s"] = time.time() - t0
     return row, episodes

@@ -12,13 +12,16 @@ import math
 import random
 from collections import defaultdict
 from dataclasses import dataclass
+from statistics import fmean
 
 import torch
 
 from rolecall.config import AlgoCfg, OptimCfg
-from rolecall.loss import ppo_clip_loss, token_logprobs_and_entropy
+from rolecall.loss import ppo_clip_loss, token_logprobs, token_logprobs_and_entropy
 from rolecall.policies.model import active_policy, adapter_params
 from rolecall.train.batch import Row, collate, micro_batches
+
+_CLAMP = 20.0  # log-ratio clamp of every importance-ratio diagnostic (as the paper's code)
 
 
 @dataclass
@@ -61,10 +64,17 @@ class _RoleStats:
     def result(self) -> dict[str, dict[str, float]]:
         out = {}
         for role, s in self.s.items():
-            tok, seq = max(s["tokens"], 1.0), max(s["seqs"], 1.0)
+            tok, seq, steps = max(s["tokens"], 1.0), max(s["seqs"], 1.0), max(s["opt_steps"], 1.0)
             out[role] = {"loss": s["loss"] / seq, "chi2_token": s["ratio2"] / tok - 1.0,
-                         "training_ppl": s["ppl"] / seq, "entropy": s["entropy"] / tok,
-                         "clip_frac": s["clipped"] / tok, "tokens": s["tokens"]}
+                         "chi2_seq": s["seq_ratio2"] / seq - 1.0,
+                         "training_ppl": s["ppl"] / seq, "rollout_ppl": s["rollout_ppl"] / seq,
+                         "kl": s["kl"] / tok, "k3_kl": s["k3_kl"] / tok,
+                         "entropy": s["entropy"] / tok, "clip_frac": s["clipped"] / tok, "tokens": s["tokens"]}
+            if "kl_ref" in s:
+                out[role]["kl_ref"] = s["kl_ref"] / tok
+            if s["opt_steps"]:
+                out[role]["grad_norm"] = s["grad_norm"] / steps
+                out[role]["grad_share"] = s["grad_share"] / steps
         return out
 
 
@@ -73,20 +83,48 @@ def _forward(model, batch: dict, temperature: float) -> tuple[torch.Tensor, torc
     return token_logprobs_and_entropy(logits, batch["targets"], temperature)
 
 
-def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg) -> None:
+def _ref_logp(model, batch: dict, temperature: float) -> torch.Tensor:
+    """Log-probs of the same tokens under the base model (every adapter off), for kl_ref."""
+    with torch.no_grad(), model.disable_adapter():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+        return token_logprobs(logits, batch["targets"], temperature)
+
+
+def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg,
+             ref: torch.Tensor | None = None) -> None:
+    """Per-row sums of every optimizer-side diagnostic (SPEC §6), turned into means per role.
+
+    π = trainer log-prob, μ = rollout log-prob; ratios are clamped at ±20 in log space.
+    """
     with torch.no_grad():
         m, adv = b["mask"], b["adv"].unsqueeze(-1)
-        ratio = torch.exp((logp - old).clamp(-20, 20)) * m
+        ratio = torch.exp((logp - old).clamp(-_CLAMP, _CLAMP)) * m
         low, high = 1 - algo.clip_low, 1 + algo.clip_high
         clipped = (((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))).float() * m
         pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(low, high)) * m
-        vs_rollout = torch.exp((logp - b["rollout_logp"]).clamp(-20, 20)) ** 2 * m
+        log_r = (logp - b["rollout_logp"]) * m  # log π/μ on completion tokens
+        vs_rollout = torch.exp(log_r.clamp(-_CLAMP, _CLAMP)) ** 2 * m
+        r = torch.exp(log_r.clamp(-_CLAMP, _CLAMP))
+        k3 = (r - 1 - log_r) * m  # KL(μ‖π) estimator, >= 0, low variance
+        seq_ratio2 = torch.exp((2 * log_r.sum(-1)).clamp(-_CLAMP, _CLAMP))
         n_T = m.sum(-1).clamp(min=1)
-        for i, r in enumerate(rows):
-            stats.add(r.role, tokens=float(m[i].sum()), seqs=1.0, loss=float(pg[i].sum() / n_T[i]),
-                      ratio2=float(vs_rollout[i].sum()), entropy=float((ent[i] * m[i]).sum()),
-                      clipped=float(clipped[i].sum()),
-                      ppl=math.exp(min(50.0, -float((logp[i] * m[i]).sum() / n_T[i]))))
+        if ref is not None:
+            log_ref = (ref - logp) * m  # log ref/π on tokens sampled from (≈) π
+            kl_ref = (torch.exp(log_ref.clamp(-_CLAMP, _CLAMP)) - 1 - log_ref) * m
+        for i, row in enumerate(rows):
+            extra = {"kl_ref": float(kl_ref[i].sum())} if ref is not None else {}
+            stats.add(row.role, tokens=float(m[i].sum()), seqs=1.0, loss=float(pg[i].sum() / n_T[i]),
+                      ratio2=float(vs_rollout[i].sum()), seq_ratio2=float(seq_ratio2[i]),
+                      kl=float(-log_r[i].sum()), k3_kl=float(k3[i].sum()),
+                      entropy=float((ent[i] * m[i]).sum()), clipped=float(clipped[i].sum()),
+                      ppl=math.exp(min(50.0, -float((logp[i] * m[i]).sum() / n_T[i]))),
+                      rollout_ppl=math.exp(min(50.0, -float((b["rollout_logp"][i] * m[i]).sum() / n_T[i]))),
+                      **extra)
+
+
+def _flat_grad(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten().float()
+                      for p in params])
 
 
 def _norm(rows: list[Row], agg: str) -> float:
@@ -97,8 +135,15 @@ def _norm(rows: list[Row], agg: str) -> float:
 
 
 def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
-                  *, pad_id: int, temperature: float, rng: random.Random) -> tuple[dict, dict]:
-    """Train one policy on its rows. Returns (per-role metrics, policy metrics)."""
+                  *, pad_id: int, temperature: float, rng: random.Random,
+                  kl_ref: bool = True) -> tuple[dict, dict]:
+    """Train one policy on its rows. Returns (per-role metrics, policy metrics).
+
+    Micro-batches are formed role by role, so when several roles share the adapter (SP) the
+    gradient each role adds can be read off between them: `grad_share` is its projection on
+    the step's total gradient (the shares sum to 1), `grad_norm` its own norm. A policy with
+    one role reports share 1 and the adapter's pre-clip norm.
+    """
     stats, grad_norms, skipped = _RoleStats(), [], 0
     on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
     model.train()
@@ -120,37 +165,59 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                 norm = _norm(mini, algo.loss_agg)
                 popt.optimizer.zero_grad(set_to_none=True)
                 finite = True
-                for mb in micro_batches(mini, algo.micro_batch_tokens):
-                    b = collate(mb, pad_id, model.device)
-                    logp, ent = _forward(model, b, temperature)
-                    if on_policy:
-                        old = logp.detach()
-                    else:
-                        old = torch.zeros_like(logp)
-                        for i, r in enumerate(mb):
-                            x = old_by_row[id(r)]
-                            old[i, : len(x)] = x
-                    loss, _ = ppo_clip_loss(logp, old, b["adv"], b["mask"], clip_low=algo.clip_low,
-                                            clip_high=algo.clip_high, dual_clip=algo.dual_clip,
-                                            agg=algo.loss_agg, norm=norm)
-                    finite &= bool(torch.isfinite(loss))
-                    if finite:
-                        loss.backward()
-                    _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo)
-                gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))
+                roles = sorted({r.role for r in mini})
+                role_grads: dict[str, torch.Tensor] = {}
+                before = None
+                for role in roles:
+                    for mb in micro_batches([r for r in mini if r.role == role], algo.micro_batch_tokens):
+                        b = collate(mb, pad_id, model.device)
+                        logp, ent = _forward(model, b, temperature)
+                        if on_policy:
+                            old = logp.detach()
+                        else:
+                            old = torch.zeros_like(logp)
+                            for i, r in enumerate(mb):
+                                x = old_by_row[id(r)]
+                                old[i, : len(x)] = x
+                        loss, _ = ppo_clip_loss(logp, old, b["adv"], b["mask"], clip_low=algo.clip_low,
+                                                clip_high=algo.clip_high, dual_clip=algo.dual_clip,
+                                                agg=algo.loss_agg, norm=norm)
+                        finite &= bool(torch.isfinite(loss))
+                        if finite:
+                            loss.backward()
+                        ref = _ref_logp(model, b, temperature) if kl_ref else None
+                        _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref)
+                    if len(roles) > 1:  # the gradient this role added to the shared adapter
+                        now = _flat_grad(popt.params)
+                        role_grads[role] = now if before is None else now - before
+                        before = now
+                gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))  # pre-clip norm
                 if finite and math.isfinite(gn):
                     popt.optimizer.step()
                     grad_norms.append(gn)
+                    _add_grad_shares(stats, roles, role_grads, gn)
                 else:  # a non-finite loss or gradient changes nothing
                     skipped += 1
                 popt.optimizer.zero_grad(set_to_none=True)
         popt.scheduler.step()
     per_role = stats.result()
     tok = sum(s["tokens"] for s in per_role.values())
-    policy_metrics = {"grad_norm": max(grad_norms) if grad_norms else float("nan"),
+    policy_metrics = {"grad_norm": fmean(grad_norms) if grad_norms else float("nan"),
                       "lr": popt.scheduler.get_last_lr()[0], "rows": len(rows), "tokens": tok,
                       "nonfinite_skipped": skipped}
-    for key in ("loss", "chi2_token", "training_ppl", "entropy", "clip_frac"):
-        w = [(s[key], s["tokens"]) for s in per_role.values()]
-        policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
+    for key in ("loss", "chi2_token", "training_ppl", "rollout_ppl", "kl", "k3_kl", "kl_ref", "entropy", "clip_frac"):
+        w = [(s[key], s["tokens"]) for s in per_role.values() if key in s]
+        if w:
+            policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
     return per_role, policy_metrics
+
+
+def _add_grad_shares(stats: _RoleStats, roles: list[str], role_grads: dict[str, torch.Tensor], total_norm: float) -> None:
+    if len(roles) == 1:
+        stats.add(roles[0], grad_norm=total_norm, grad_share=1.0, opt_steps=1.0)
+        return
+    total = sum(role_grads.values())
+    denom = float(total @ total)
+    for role, g in role_grads.items():
+        share = float(g @ total) / denom if denom > 0 else float("nan")
+        stats.add(role, grad_norm=float(g.norm()), grad_share=share, opt_steps=1.0)

@@ -1,0 +1,285 @@
+"""Dependency-free SVG line charts: axes, ticks, legend, NaN gaps, bands, reference lines.
+
+Drawn server-side so the page shows its plots with JavaScript off; plot.js only adds the
+hover read-out, from the JSON each chart carries next to its SVG.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from html import escape
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22"]
+DASHES = ["", "7 3", "2 3", "9 3 2 3", "4 2 1 2 1 2"]
+CHAR_W = 6.3  # rough width of one 11px sans-serif character, for legend layout
+
+
+@dataclass
+class Series:
+    label: str
+    color: str
+    xs: list[float]
+    ys: list[float]
+    dash: str = ""
+    band: tuple[list[float], list[float]] | None = None  # (low, high) at the same xs, drawn shaded
+    markers: bool | None = None  # None: markers when the series is sparse (e.g. validation checkpoints)
+    opacity: float = 1.0
+    width: float = 1.8
+    legend: bool = True
+    hover: bool = True
+
+
+@dataclass
+class Rule:
+    """A reference line: horizontal at y (base accuracy, 1.0 for normalised) or vertical at x (an alarm)."""
+    at: float
+    label: str
+    color: str
+    dash: str = "6 4"
+    vertical: bool = False
+    legend: bool = True
+
+
+@dataclass
+class Chart:
+    title: str
+    series: list[Series]
+    rules: list[Rule] = field(default_factory=list)
+    xdomain: tuple[float, float] | None = None
+    ylabel: str = ""
+    xlabel: str = "step"
+    width: int = 560
+    plot_h: int = 210
+    note: str = ""
+
+
+def nice_step(span: float, n: int = 5) -> float:
+    raw = span / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
+def axis(lo: float, hi: float, n: int = 5, integer: bool = False) -> tuple[float, float, list[float]]:
+    """A padded domain rounded out to tick multiples, and its ticks."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo, hi = 0.0, 1.0
+    if hi - lo < 1e-12 * max(1.0, abs(hi)):
+        pad = abs(hi) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    step = nice_step(hi - lo, n)
+    if integer:
+        step = max(1.0, round(step))
+    lo, hi = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
+    ticks = [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
+    return lo, hi, ticks
+
+
+def fmt_tick(v: float, step: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e6 or step < 1e-4:
+        return f"{v:.1e}"
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step < 1 else 0
+    if step < 1 and round(step * 10 ** decimals) % 1:
+        decimals += 1  # 0.25 needs two decimals
+    return f"{v:.{decimals}f}"
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _segments(xs, ys):
+    """Runs of consecutive finite points: a NaN breaks the line instead of dropping to zero."""
+    run: list[tuple[float, float]] = []
+    for x, y in zip(xs, ys):
+        if _finite(y):
+            run.append((x, y))
+        elif run:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _legend_layout(items: list[tuple[str, str]], width: float) -> tuple[list[tuple[float, float, str, str]], float]:
+    """Place (label, key) items left to right, wrapping lines; returns positions and total height."""
+    out, x, y, line_h = [], 0.0, 0.0, 16
+    for label, key in items:
+        w = 26 + CHAR_W * len(label) + 14
+        if x > 0 and x + w > width:
+            x, y = 0.0, y + line_h
+        out.append((x, y, label, key))
+        x += w
+    return out, (y + line_h if items else 0)
+
+
+def _short(s: str, n: int = 48) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render(chart: Chart, chart_id: str) -> str:
+    """One chart as an HTML <figure>: the SVG plus its hover data."""
+    left, right, bottom = 58, 14, 40
+    width = chart.width
+    pw = width - left - right
+    legend_items: list[tuple[str, str]] = []
+    keys: dict[str, str] = {}
+    for i, s in enumerate(chart.series):
+        if s.legend:
+            legend_items.append((_short(s.label), f"s{i}"))
+    for i, r in enumerate(chart.rules):
+        if r.legend:
+            legend_items.append((_short(r.label), f"r{i}"))
+    placed, legend_h = _legend_layout(legend_items, pw)
+    top = 30 + legend_h + 8
+    ph = chart.plot_h
+    height = top + ph + bottom
+
+    xs_all = [x for s in chart.series for x, y in zip(s.xs, s.ys) if _finite(y)]
+    xlo, xhi = chart.xdomain or ((min(xs_all), max(xs_all)) if xs_all else (0, 1))
+    xlo, xhi, xticks = axis(xlo, xhi, n=6, integer=True)
+    ys_all = [y for s in chart.series for y in s.ys if _finite(y)]
+    ys_all += [v for s in chart.series if s.band for part in s.band for v in part if _finite(v)]
+    ys_all += [r.at for r in chart.rules if not r.vertical and _finite(r.at)]
+    ylo, yhi, yticks = axis(min(ys_all, default=0.0), max(ys_all, default=1.0))
+
+    def px(x: float) -> float:
+        return round(left + (x - xlo) / (xhi - xlo) * pw, 1)
+
+    def py(y: float) -> float:
+        return round(top + (yhi - y) / (yhi - ylo) * ph, 1)
+
+    e = lambda s: escape(str(s), quote=True)  # noqa: E731 - every user string goes through this
+    out = [f'<svg class="chart" id="{chart_id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'role="img" aria-label="{e(chart.title)}" xmlns="http://www.w3.org/2000/svg">',
+           f'<clipPath id="{chart_id}-clip"><rect x="{left}" y="{top}" width="{pw}" height="{ph}"/></clipPath>',
+           f'<text class="title" x="{left}" y="18">{e(chart.title)}</text>']
+    if chart.note:
+        out.append(f'<text class="note" x="{width - right}" y="18" text-anchor="end">{e(chart.note)}</text>')
+    # grid and ticks
+    for t in yticks:
+        out.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{py(t)}" y2="{py(t)}"/>'
+                   f'<text class="tick" x="{left - 6}" y="{py(t) + 4}" text-anchor="end">{fmt_tick(t, yticks[1] - yticks[0])}</text>')
+    for t in xticks:
+        out.append(f'<line class="grid" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
+                   f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
+    out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
+    out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{e(chart.xlabel)}</text>')
+    if chart.ylabel:
+        out.append(f'<text class="axis-label" transform="translate(14 {top + ph / 2}) rotate(-90)" '
+                   f'text-anchor="middle">{e(chart.ylabel)}</text>')
+    # data, clipped to the plot area
+    out.append(f'<g clip-path="url(#{chart_id}-clip)">')
+    for r in chart.rules:
+        if r.vertical:
+            out.append(f'<line class="rule" x1="{px(r.at)}" x2="{px(r.at)}" y1="{top}" y2="{top + ph}" stroke="{e(r.color)}" '
+                       f'stroke-dasharray="{e(r.dash)}"><title>{e(r.label)}</title></line>')
+        else:
+            out.append(f'<line class="rule" x1="{left}" x2="{left + pw}" y1="{py(r.at)}" y2="{py(r.at)}" stroke="{e(r.color)}" '
+                       f'stroke-dasharray="{e(r.dash)}"><title>{e(r.label)}: {r.at:.4g}</title></line>')
+    for s in chart.series:
+        if s.band:
+            lo_, hi_ = s.band
+            for seg in _segments(s.xs, [h if _finite(lo) else math.nan for lo, h in zip(lo_, hi_)]):
+                los = dict(zip(s.xs, lo_))
+                pts = [f"{px(x)},{py(y)}" for x, y in seg] + [f"{px(x)},{py(los[x])}" for x, _ in reversed(seg)]
+                out.append(f'<polygon class="band" points="{" ".join(pts)}" fill="{e(s.color)}"/>')
+    for s in chart.series:
+        segs = list(_segments(s.xs, s.ys))
+        attrs = f'stroke="{e(s.color)}" stroke-width="{s.width}" stroke-opacity="{s.opacity}"'
+        if s.dash:
+            attrs += f' stroke-dasharray="{e(s.dash)}"'
+        d = " ".join("M" + " L".join(f"{px(x)},{py(y)}" for x, y in seg) for seg in segs if len(seg) > 1)
+        if d:
+            out.append(f'<path class="line" d="{d}" {attrs}><title>{e(s.label)}</title></path>')
+        n_pts = sum(len(seg) for seg in segs)
+        sparse = s.markers if s.markers is not None else n_pts <= 40
+        for seg in segs:
+            if sparse or len(seg) == 1:
+                out.extend(f'<circle class="dot" cx="{px(x)}" cy="{py(y)}" r="2.8" fill="{e(s.color)}" '
+                           f'fill-opacity="{s.opacity}"/>' for x, y in seg)
+    out.append('</g>')
+    # legend
+    for x, y, label, key in placed:
+        lx, ly = left + x, 30 + y
+        if key[0] == "s":
+            s = chart.series[int(key[1:])]
+            color, dash, sw = s.color, s.dash, s.width
+        else:
+            r = chart.rules[int(key[1:])]
+            color, dash, sw = r.color, r.dash, 1.5
+        dash_attr = f' stroke-dasharray="{e(dash)}"' if dash else ""
+        out.append(f'<line x1="{lx}" x2="{lx + 22}" y1="{ly + 4}" y2="{ly + 4}" stroke="{e(color)}" stroke-width="{sw}"{dash_attr}/>'
+                   f'<text class="legend" x="{lx + 26}" y="{ly + 8}">{e(label)}</text>')
+    out.append(f'<line class="cross" x1="0" x2="0" y1="{top}" y2="{top + ph}" visibility="hidden"/>')
+    out.append('</svg>')
+    hover = {"x0": left, "x1": left + pw, "y0": top, "y1": top + ph, "xd": [xlo, xhi],
+             "series": [{"label": s.label, "color": s.color, "xs": s.xs, "ys": [y if _finite(y) else None for y in s.ys]}
+                        for s in chart.series if s.hover]}
+    return (f'<figure class="plot">{"".join(out)}'
+            f'<script type="application/json" class="chart-data" data-for="{chart_id}">{script_json(hover)}</script></figure>')
+
+
+def script_json(obj) -> str:
+    """JSON safe inside a <script> element: no '</script>' or '<!--' can be formed from user strings."""
+    text = json.dumps(obj, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+@dataclass
+class Mark:
+    x: float
+    lane: str
+    color: str
+    text: str  # shown on hover
+    shape: int = 0  # index into the marker shapes (one per run)
+
+
+def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[float, float], chart_id: str,
+             width: int = 1140) -> str:
+    """Markers on one row per lane (an alarm kind), over steps; the message is the marker's tooltip."""
+    left, right, top, lane_h, bottom = 190, 14, 34, 30, 40
+    pw = width - left - right
+    ph = lane_h * max(1, len(lanes))
+    height = top + ph + bottom
+    xlo, xhi, xticks = axis(*xdomain, n=10, integer=True)
+    e = lambda s: escape(str(s), quote=True)  # noqa: E731
+
+    def px(x: float) -> float:
+        return round(left + (x - xlo) / (xhi - xlo) * pw, 1)
+
+    out = [f'<svg class="chart timeline" id="{chart_id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'role="img" aria-label="{e(title)}" xmlns="http://www.w3.org/2000/svg">',
+           f'<text class="title" x="{left}" y="18">{e(title)}</text>']
+    for t in xticks:
+        out.append(f'<line class="grid" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
+                   f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
+    for i, lane in enumerate(lanes):
+        y = top + lane_h * i + lane_h / 2
+        out.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>'
+                   f'<text class="tick" x="{left - 8}" y="{y + 4}" text-anchor="end">{e(_short(lane, 28))}</text>')
+    out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
+    out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">step</text>')
+    for m in marks:
+        x, y = px(m.x), top + lane_h * lanes.index(m.lane) + lane_h / 2
+        shape = _marker(m.shape, x, y, 6.5)
+        out.append(f'<g class="alarm" tabindex="0">{shape.format(fill=e(m.color))}<title>{e(m.text)}</title></g>')
+    if not marks:
+        out.append(f'<text class="empty" x="{left + pw / 2}" y="{top + ph / 2 + 4}" text-anchor="middle">no alarms</text>')
+    out.append('</svg>')
+    return f'<figure class="plot wide">{"".join(out)}</figure>'
+
+
+def _marker(i: int, x: float, y: float, r: float) -> str:
+    """A filled marker template (fill left as {fill}): triangle, square, diamond, circle, cycling."""
+    pts = {0: [(x, y - r), (x + r, y + r * 0.8), (x - r, y + r * 0.8)],
+           1: [(x - r * 0.8, y - r * 0.8), (x + r * 0.8, y - r * 0.8), (x + r * 0.8, y + r * 0.8), (x - r * 0.8, y + r * 0.8)],
+           2: [(x, y - r), (x + r, y), (x, y + r), (x - r, y)]}.get(i % 4)
+    if pts is None:
+        return f'<circle cx="{x}" cy="{y}" r="{r * 0.8}" fill="{{fill}}" stroke="#222" stroke-width="0.8"/>'
+    p = " ".join(f"{round(a, 1)},{round(b, 1)}" for a, b in pts)
+    return f'<polygon points="{p}" fill="{{fill}}" stroke="#222" stroke-width="0.8"/>'
