@@ -19,6 +19,7 @@ class _Waves:
 
     def __init__(self) -> None:
         self.pending: list[tuple[GenRequest, asyncio.Future]] = []
+        self.served = 0  # number of the wave whose results are being handed out
 
     def submit(self, req: GenRequest) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
@@ -46,6 +47,7 @@ class EpisodeTeam:
         turn.prompt_text, turn.completion_text = out.prompt_text, out.completion_text
         turn.prompt_ids, turn.completion_ids = out.prompt_ids, out.completion_ids
         turn.logprobs, turn.finish_reason = out.logprobs, out.finish_reason
+        turn.wave = self.waves.served
         return out.completion_text
 
 
@@ -77,6 +79,7 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int]], engine: 
             if not batch:
                 continue
             outs = engine.generate([r for r, _ in batch], temperature=temperature)
+            waves.served += 1
             for (_, fut), out in zip(batch, outs, strict=True):
                 fut.set_result(out)
             if on_wave:

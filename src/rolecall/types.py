@@ -34,6 +34,7 @@ class Turn:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "stop"  # "stop" | "length"
     index: int = 0  # position of the turn inside its episode
+    wave: int = -1  # which batched generate call served it; same role + same wave = parallel slots
 
     @property
     def truncated(self) -> bool:

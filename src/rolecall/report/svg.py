@@ -161,10 +161,10 @@ def render(chart: Chart, chart_id: str) -> str:
         out.append(f'<text class="note" x="{width - right}" y="18" text-anchor="end">{e(chart.note)}</text>')
     # grid and ticks
     for t in yticks:
-        out.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{py(t)}" y2="{py(t)}"/>'
+        out.append(f'<line class="gridline" x1="{left}" x2="{left + pw}" y1="{py(t)}" y2="{py(t)}"/>'
                    f'<text class="tick" x="{left - 6}" y="{py(t) + 4}" text-anchor="end">{fmt_tick(t, yticks[1] - yticks[0])}</text>')
     for t in xticks:
-        out.append(f'<line class="grid" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
+        out.append(f'<line class="gridline" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
                    f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
     out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
     out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{e(chart.xlabel)}</text>')
@@ -256,11 +256,11 @@ def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[flo
            f'role="img" aria-label="{e(title)}" xmlns="http://www.w3.org/2000/svg">',
            f'<text class="title" x="{left}" y="18">{e(title)}</text>']
     for t in xticks:
-        out.append(f'<line class="grid" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
+        out.append(f'<line class="gridline" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
                    f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
     for i, lane in enumerate(lanes):
         y = top + lane_h * i + lane_h / 2
-        out.append(f'<line class="grid" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>'
+        out.append(f'<line class="gridline" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>'
                    f'<text class="tick" x="{left - 8}" y="{y + 4}" text-anchor="end">{e(_short(lane, 28))}</text>')
     out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
     out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">step</text>')

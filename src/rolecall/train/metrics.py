@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import fmean
 
+from rolecall.diagnostics.trajectory import mixed_group_frac, role_signatures
 from rolecall.types import Episode
 
 
@@ -12,6 +13,8 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     scored = [ep.reward for ep in episodes if ep.reward is not None]
     out["reward/mean"] = fmean(scored) if scored else float("nan")
     out["reward/unscorable"] = float(sum(ep.reward is None for ep in episodes))
+    out["reward/mixed_group_frac"] = mixed_group_frac(episodes)
+    out["tokens/per_episode"] = sum(len(t.prompt_ids) + len(t.completion_ids) for ep in episodes for t in ep.turns) / max(1, len(episodes))
     by_role: dict[str, list] = defaultdict(list)
     for ep in episodes:
         for t in ep.turns:
@@ -30,6 +33,7 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     for role, counts in status_by_role.items():
         total = sum(counts.values())
         out.update({f"role/{role}/status_{k}": v / total for k, v in counts.items()})
+    out.update(role_signatures(episodes))
     votes = [ep for ep in episodes if "candidate_rewards" in ep.info]
     if votes:
         oracle, picked_right = [], []
