@@ -19,7 +19,7 @@ import yaml
 
 from rolecall.report import ReportError, build_page, load_run, normalise, write_report
 from rolecall.report.load import discover_roles, run_names
-from rolecall.report.svg import axis
+from rolecall.report.svg import axis, thin
 
 ROLES = ["orchestrator", "worker", "synthesizer"]
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
@@ -157,6 +157,13 @@ def test_role_discovery_order_and_slashes():
     assert discover_roles(rows) == ["b", "a", "</script>"]
 
 
+def test_thin_keeps_extremes_per_pixel():
+    seg = [(float(x), 100.0 if x == 5000 else math.sin(x)) for x in range(20000)]
+    out = thin(seg, lambda x: x / 20000 * 400)
+    assert len(out) <= 4 * 400 and (5000.0, 100.0) in out and out[0] == seg[0] and out[-1] == seg[-1]
+    assert thin(seg[:50], lambda x: x) == seg[:50]
+
+
 def test_axis_ticks_and_run_names(tmp_path):
     lo, hi, ticks = axis(0.03, 0.97)
     assert lo <= 0.03 and hi >= 0.97 and len(ticks) >= 4 and ticks == sorted(ticks)
@@ -261,11 +268,12 @@ class Cdp:
                 return m["result"]
             self.events.append(m)
 
-    def wait_for(self, method: str, timeout: float = 15) -> dict:
+    def wait_for(self, method: str, since: int = 0, timeout: float = 15) -> dict:
+        """The first `method` event at or after index `since` of self.events."""
         deadline = time.monotonic() + timeout
-        while not any(m.get("method") == method for m in self.events):
+        while not any(m.get("method") == method for m in self.events[since:]):
             self.events.append(self._recv(deadline))
-        return next(m for m in self.events if m.get("method") == method)
+        return next(m for m in self.events[since:] if m.get("method") == method)
 
     def close(self) -> None:
         try:
@@ -321,6 +329,14 @@ def png_pixels(path: Path) -> tuple[int, int, set[tuple[int, ...]]]:
     return w, h, {tuple(c) for c in colours}
 
 
+def is_problem(m: dict) -> bool:
+    """An uncaught exception, a console error/warning, or a browser log error (CSP, failed load, bad SVG)."""
+    p = m.get("params", {})
+    return (m.get("method") == "Runtime.exceptionThrown"
+            or (m.get("method") == "Runtime.consoleAPICalled" and p["type"] in ("error", "warning", "assert"))
+            or (m.get("method") == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning")))
+
+
 @needs_chromium
 def test_report_in_headless_chromium(runs, tmp_path):
     page = write_report(list(runs[:2]), tmp_path / "report.html", control=runs[2])
@@ -338,20 +354,29 @@ def test_report_in_headless_chromium(runs, tmp_path):
         probe = ("JSON.stringify({ready: document.body.dataset.ready, charts: +document.body.dataset.charts,"
                  " lines: document.querySelectorAll('svg.chart path.line').length,"
                  " figures: document.querySelectorAll('figure.plot').length, title: document.title,"
-                 " box: (r => [r.left, r.top, r.width, r.height])(document.querySelector('svg.chart').getBoundingClientRect())})")
+                 " box: (el => (el.scrollIntoView(), (r => [r.left, r.top, r.width, r.height])(el.getBoundingClientRect())))"
+                 "(document.querySelector('svg.chart'))})")
         state = json.loads(cdp.send("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=s)["result"]["value"])
         x, y, w, h = state["box"]
         cdp.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x + w * 0.6, "y": y + h * 0.6}, session=s)
         tip = cdp.send("Runtime.evaluate", {"expression": "document.getElementById('tip').hidden + '|' + "
                                             "document.getElementById('tip').textContent", "returnByValue": True},
                        session=s)["result"]["value"]
+        # Control: the same page with a script smuggled in must be refused, and the refusal must be caught
+        # by the error collection above (so "no problems" is not vacuous).
+        first = len(cdp.events)
+        tampered = tmp_path / "tampered.html"
+        tampered.write_text(page.read_text().replace("<main>", "<main><script>document.title='pwned'</script>", 1))
+        cdp.send("Page.navigate", {"url": tampered.as_uri()}, session=s)
+        cdp.wait_for("Page.loadEventFired", since=first)
+        tampered_title = cdp.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
+                                  session=s)["result"]["value"]
     finally:
         cdp.close()
-    mine = [m for m in cdp.events if m.get("sessionId") == s]
-    problems = [m for m in mine if m["method"] == "Runtime.exceptionThrown"
-                or (m["method"] == "Runtime.consoleAPICalled" and m["params"]["type"] in ("error", "warning", "assert"))
-                or (m["method"] == "Log.entryAdded" and m["params"]["entry"]["level"] in ("error", "warning"))]
+    mine = [m for m in cdp.events[:first] if m.get("sessionId") == s]
+    problems = [m for m in mine if is_problem(m)]
     assert not problems, json.dumps(problems, indent=1)[:2000]
+    assert tampered_title != "pwned" and any(is_problem(m) for m in cdp.events[first:])
     fetched = [m["params"]["request"]["url"] for m in mine if m["method"] == "Network.requestWillBeSent"]
     assert all(u.startswith(("file:", "data:")) for u in fetched), fetched  # nothing from a network
     assert state["ready"] == "1" and state["title"] != "pwned"
@@ -369,3 +394,28 @@ def test_report_in_headless_chromium(runs, tmp_path):
     assert (0x1F, 0x77, 0xB4) in colours and (0xD6, 0x27, 0x28) in colours  # both runs' line colours
     if os.environ.get("ROLECALL_REPORT_PNG"):
         shutil.copy(png, os.environ["ROLECALL_REPORT_PNG"])
+
+
+def test_sparse_and_all_nan_runs_still_render(tmp_path):
+    d = tmp_path / "fresh"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text('{"step": 0, "val/accuracy": 0.5}\n')
+    page = build_page([load_run(d)])
+    assert "No completion-length metrics were logged." in page and "No alarms were raised." in page
+    assert page.count(">not logged</text>") >= 4  # training success + the three diagnostics
+    nan = tmp_path / "nan"
+    nan.mkdir()
+    (nan / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "reward/mean": float("nan"), "role/a/chi2_token": float("inf"), "role/a/len_p50": None}) + "\n"
+        for s in range(1, 4)))
+    page = build_page([load_run(d), load_run(nan)])
+    assert not re.search(r'="[^"]*\b(nan|inf)\b', page, re.I)  # no NaN leaks into SVG coordinates
+    assert "a: completion length" not in page
+
+
+def test_length_falls_back_to_mean_completion_len(tmp_path):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "role/a/completion_len": 10.0 * s}) + "\n" for s in (1, 2)))
+    page = build_page([load_run(d)])
+    assert "a: completion length" in page and "<title>mean</title>" in page

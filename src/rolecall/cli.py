@@ -100,7 +100,12 @@ def _run_training(cfg, out: Path, resume: bool) -> None:
     task = progress.add_task("train", total=cfg.train.steps, info="loading")
 
     def on_event(kind: str, row: dict) -> None:
-        if kind == "val":
+        if kind == "alarm":  # each alarm fires once per run; say it where the user is looking
+            from rich.markup import escape
+
+            progress.console.print(f"[bold yellow]alarm[/] step {row['step']} {row['alarm']}: {escape(row['message'])}",
+                                   highlight=False, soft_wrap=True)
+        elif kind == "val":
             progress.console.print(f"step {row['step']:>4}  val/accuracy {row['val/accuracy']:.3f}")
         else:
             progress.update(task, completed=row["step"],

@@ -106,6 +106,18 @@ class RewardCfg(_Strict):
     max_skipped_steps: PositiveInt = Field(3, description="This many skipped steps in a row halt the run (after a checkpoint).")
 
 
+class AlarmsCfg(_Strict):
+    """Drift alarm thresholds (see rolecall.diagnostics.alarms for the definitions)."""
+
+    enabled: bool = Field(True, description="Watch the metric stream and log alarm events.")
+    window: PositiveInt = Field(5, description="Steps averaged for a metric's first and current value.")
+    amp_ratio: float = Field(2.0, gt=1, description="gradient_amplification: parallel role's ppl or E[(pi/mu)^2] over its first value.")
+    flat_ratio: float = Field(1.25, gt=1, description="gradient_amplification: every other role stays within this ratio.")
+    capture_closing: float = Field(0.5, gt=0, lt=1, description="sp_role_capture: gap to the other role shrank to this fraction.")
+    capture_move: float = Field(0.5, gt=0, description="sp_role_capture: the captured role moved this fraction of the first gap.")
+    cliff_margin: float = Field(0.1, gt=0, le=1, description="validation_cliff: accuracy this far below its running peak.")
+
+
 class TrainCfg(_Strict):
     steps: PositiveInt = Field(100, description="Training steps.")
     val_every: PositiveInt = Field(10, description="Validate every N steps (and at step 0 and the end).")
@@ -114,6 +126,9 @@ class TrainCfg(_Strict):
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = all cores.")
     samples_per_step: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    sinks: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list, description="Extra metric sinks beside metrics.jsonl.")
+    wandb_project: str = Field("rolecall", description="W&B project (sink wandb).")
+    wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="W&B mode; offline needs no network (sync later with `wandb sync`).")
     kl_ref: bool = Field(True, description="Log kl_ref (KL to the base model, adapters off): one extra no-grad forward per micro-batch.")
 
 
@@ -132,6 +147,7 @@ class Config(_Strict):
     optim: OptimCfg = Field(default_factory=OptimCfg)
     reward: RewardCfg = Field(default_factory=RewardCfg)
     train: TrainCfg = Field(default_factory=TrainCfg)
+    alarms: AlarmsCfg = Field(default_factory=AlarmsCfg)
 
     @model_validator(mode="after")
     def _semantics(self) -> "Config":

@@ -10,10 +10,9 @@ from importlib.resources import files
 from pathlib import Path
 
 from rolecall.report.load import Run, load_run, normalise, run_names
-from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, render, timeline
+from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, key_html, render, timeline
 
 CONTROL_COLOR = "#555555"
-ALARM_COLOR = "#c0392b"
 KNOWN_ALARMS = ["gradient_amplification", "sp_role_capture", "validation_cliff"]
 DIAGNOSTICS = [("chi2_token", "token χ²"), ("training_ppl", "training perplexity"), ("grad_norm", "grad norm")]
 
@@ -72,14 +71,15 @@ class Page:
         return self.run_color(i_run), DASHES[j % len(DASHES)], f"{self.runs[i_run].name} · {role}"
 
     def alarm_rules(self) -> list[Rule]:
+        """A dotted vertical line in the run's colour at each alarm; the first one carries the legend entry."""
         rules = []
         for i, run in enumerate(self.runs):
             for a in run.alarms:
+                color = self.run_color(i) if len(self.runs) > 1 else "#555"  # one run: colours mean roles
                 rules.append(Rule(a["step"], f"step {a['step']}: {a.get('alarm')} — {a.get('message', '')}",
-                                  ALARM_COLOR, dash="2 3", vertical=True, legend=False))
+                                  color, dash="1 3", vertical=True, key=""))
         if rules:
-            rules[0].legend = True
-            rules[0].label = "alarm (hover; see Alarms)"
+            rules[0].key = "alarm (see Alarms)"
         return rules
 
     # -- sections ---------------------------------------------------------------------------
@@ -108,7 +108,7 @@ class Page:
                                    ylabel="val/accuracy")))
 
     def diagnostics(self) -> str:
-        html = []
+        html, keys = [], {}
         for metric, label in DIAGNOSTICS:
             series = []
             for i, run in enumerate(self.runs):
@@ -117,10 +117,13 @@ class Page:
                     if any(math.isfinite(y) for y in ys):
                         color, dash, name = self.role_style(i, role)
                         series.append(Series(name, color, xs, normalise(ys), dash=dash))
-            rules = [Rule(1.0, "first value", "#999", dash="3 3", legend=False)] + self.alarm_rules()
+                        keys[name] = (name, color, dash)
+            rules = [Rule(1.0, "first value", "#999", dash="3 3", key="")] + self.alarm_rules()
             html.append(self.chart(Chart(label, series, rules, xdomain=self.xdomain, width=373, plot_h=190,
-                                         ylabel=f"{metric} / first", note="÷ first value")))
-        return "".join(html)
+                                         ylabel=f"{metric} / first", note="÷ first value", legend=False)))
+        if any(run.alarms for run in self.runs):
+            keys["alarm"] = ("alarm step" + (" (dotted, run colour)" if len(self.runs) > 1 else ""), "#555", "1 3")
+        return key_html(list(keys.values())) + '<div class="grid three">' + "".join(html) + "</div>"
 
     def lengths(self) -> str:
         html = []
@@ -154,7 +157,8 @@ class Page:
                 marks.append(Mark(a["step"], kind, self.run_color(i), f"step {a['step']} · {who}{kind}{where}: {msg}", shape=i))
                 rows.append((a["step"], run.name, kind, role, msg, self.run_color(i)))
         lanes = KNOWN_ALARMS + sorted({m.lane for m in marks} - set(KNOWN_ALARMS))
-        html = [timeline("Alarm timeline", lanes, marks, self.xdomain, "alarms")]
+        legend = [(run.name, self.run_color(i), i) for i, run in enumerate(self.runs)] if len(self.runs) > 1 else []
+        html = [timeline("Alarm timeline", lanes, marks, self.xdomain, "alarms", legend=legend)]
         if rows:
             html.append('<table class="alarms"><thead><tr><th>step</th><th>run</th><th>alarm</th><th>role</th>'
                         '<th>message</th></tr></thead><tbody>')
@@ -224,7 +228,7 @@ dashed: the base model (step-0 validation){"; grey: the single-agent RL control"
 <section><h2>Per-role training diagnostics</h2>
 <p class="caption">Each role's token χ², training perplexity and adapter grad norm, divided by its first logged value
 (paper Fig. 6): a multi-slot role climbing while the others stay near 1 is gradient amplification.</p>
-<div class="grid three">{page.diagnostics()}</div></section>
+{page.diagnostics()}</section>
 <section><h2>Completion length per role</h2>
 <p class="caption">Median completion length in tokens, shaded up to the 95th percentile.</p>
 <div class="grid three">{page.lengths()}</div></section>

@@ -39,7 +39,7 @@ class Rule:
     color: str
     dash: str = "6 4"
     vertical: bool = False
-    legend: bool = True
+    key: str | None = None  # legend text: None = the label, "" = not in the legend
 
 
 @dataclass
@@ -53,6 +53,7 @@ class Chart:
     width: int = 560
     plot_h: int = 210
     note: str = ""
+    legend: bool = True  # False when the section draws one shared legend (see key_html)
 
 
 def nice_step(span: float, n: int = 5) -> float:
@@ -104,6 +105,21 @@ def _segments(xs, ys):
         yield run
 
 
+def thin(seg: list[tuple[float, float]], px) -> list[tuple[float, float]]:
+    """Per pixel column keep the first, lowest, highest and last point: a long run draws the
+    same picture (spikes included) from a path a few times the plot width instead of every step."""
+    cols: dict[int, list[tuple[float, float]]] = {}
+    for p in seg:
+        cols.setdefault(int(px(p[0])), []).append(p)
+    if len(cols) * 4 >= len(seg):
+        return seg
+    out = []
+    for pts in cols.values():
+        keep = {pts[0], min(pts, key=lambda p: p[1]), max(pts, key=lambda p: p[1]), pts[-1]}
+        out.extend(p for p in pts if p in keep)
+    return out
+
+
 def _legend_layout(items: list[tuple[str, str]], width: float) -> tuple[list[tuple[float, float, str, str]], float]:
     """Place (label, key) items left to right, wrapping lines; returns positions and total height."""
     out, x, y, line_h = [], 0.0, 0.0, 16
@@ -126,14 +142,13 @@ def render(chart: Chart, chart_id: str) -> str:
     width = chart.width
     pw = width - left - right
     legend_items: list[tuple[str, str]] = []
-    keys: dict[str, str] = {}
     for i, s in enumerate(chart.series):
         if s.legend:
             legend_items.append((_short(s.label), f"s{i}"))
     for i, r in enumerate(chart.rules):
-        if r.legend:
-            legend_items.append((_short(r.label), f"r{i}"))
-    placed, legend_h = _legend_layout(legend_items, pw)
+        if r.key != "":
+            legend_items.append((_short(r.label if r.key is None else r.key), f"r{i}"))
+    placed, legend_h = _legend_layout(legend_items if chart.legend else [], pw)
     top = 30 + legend_h + 8
     ph = chart.plot_h
     height = top + ph + bottom
@@ -142,6 +157,7 @@ def render(chart: Chart, chart_id: str) -> str:
     xlo, xhi = chart.xdomain or ((min(xs_all), max(xs_all)) if xs_all else (0, 1))
     xlo, xhi, xticks = axis(xlo, xhi, n=6, integer=True)
     ys_all = [y for s in chart.series for y in s.ys if _finite(y)]
+    has_data = bool(ys_all)
     ys_all += [v for s in chart.series if s.band for part in s.band for v in part if _finite(v)]
     ys_all += [r.at for r in chart.rules if not r.vertical and _finite(r.at)]
     ylo, yhi, yticks = axis(min(ys_all, default=0.0), max(ys_all, default=1.0))
@@ -192,7 +208,7 @@ def render(chart: Chart, chart_id: str) -> str:
         attrs = f'stroke="{e(s.color)}" stroke-width="{s.width}" stroke-opacity="{s.opacity}"'
         if s.dash:
             attrs += f' stroke-dasharray="{e(s.dash)}"'
-        d = " ".join("M" + " L".join(f"{px(x)},{py(y)}" for x, y in seg) for seg in segs if len(seg) > 1)
+        d = " ".join("M" + " L".join(f"{px(x)},{py(y)}" for x, y in thin(seg, px)) for seg in segs if len(seg) > 1)
         if d:
             out.append(f'<path class="line" d="{d}" {attrs}><title>{e(s.label)}</title></path>')
         n_pts = sum(len(seg) for seg in segs)
@@ -202,6 +218,8 @@ def render(chart: Chart, chart_id: str) -> str:
                 out.extend(f'<circle class="dot" cx="{px(x)}" cy="{py(y)}" r="2.8" fill="{e(s.color)}" '
                            f'fill-opacity="{s.opacity}"/>' for x, y in seg)
     out.append('</g>')
+    if not has_data:
+        out.append(f'<text class="empty" x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">not logged</text>')
     # legend
     for x, y, label, key in placed:
         lx, ly = left + x, 30 + y
@@ -239,8 +257,18 @@ class Mark:
     shape: int = 0  # index into the marker shapes (one per run)
 
 
+def key_html(items: list[tuple[str, str, str]]) -> str:
+    """A shared HTML legend for a row of charts: (label, colour, dash) per entry."""
+    spans = []
+    for label, color, dash in items:
+        dash_attr = f' stroke-dasharray="{escape(dash, quote=True)}"' if dash else ""
+        spans.append(f'<span class="key"><svg width="24" height="8" aria-hidden="true"><line x1="0" x2="24" y1="4" y2="4" '
+                     f'stroke="{escape(color, quote=True)}" stroke-width="2"{dash_attr}/></svg>{escape(label)}</span>')
+    return f'<div class="keys">{"".join(spans)}</div>'
+
+
 def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[float, float], chart_id: str,
-             width: int = 1140) -> str:
+             width: int = 1100, legend: list[tuple[str, str, int]] = ()) -> str:
     """Markers on one row per lane (an alarm kind), over steps; the message is the marker's tooltip."""
     left, right, top, lane_h, bottom = 190, 14, 34, 30, 40
     pw = width - left - right
@@ -264,6 +292,10 @@ def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[flo
                    f'<text class="tick" x="{left - 8}" y="{y + 4}" text-anchor="end">{e(_short(lane, 28))}</text>')
     out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
     out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">step</text>')
+    lx = left + 120
+    for label, color, shape in legend:  # which run each marker colour and shape stands for
+        out.append(_marker(shape, lx, 14, 5).format(fill=e(color)) + f'<text class="legend" x="{lx + 9}" y="18">{e(_short(label))}</text>')
+        lx += 30 + CHAR_W * len(_short(label))
     for m in marks:
         x, y = px(m.x), top + lane_h * lanes.index(m.lane) + lane_h / 2
         shape = _marker(m.shape, x, y, 6.5)

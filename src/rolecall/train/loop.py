@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from rolecall.config import Config
+from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 from rolecall.engines.hf import HFEngine
 from rolecall.tasks.dataset import load_dataset_problems
 from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
@@ -26,6 +27,7 @@ from rolecall.train.batch import rows_for_policy
 from rolecall.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir
+from rolecall.train.sinks import build_sinks
 from rolecall.train.stages import advantages, score
 from rolecall.train.update import PolicyOptim, build_optimizers, update_policy
 from rolecall.types import Episode, Problem
@@ -188,42 +190,70 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
     """
     run = RunDir(out)
     t_start = time.time()
+    sinks: list = []
+    monitor: AlarmMonitor | None = None
 
     def emit(kind: str, row: dict) -> None:
         row["time/elapsed_s"] = round(time.time() - t_start, 2)  # wall clock of this process, for curves
         run.log(row)
+        for sink in sinks:
+            sink.write(kind, row)
         if on_event:
             on_event(kind, row)
+        if monitor is not None and kind != "alarm":
+            for event in monitor.observe(row):
+                emit("alarm", event)
 
     if not resume:
         run.create(cfg)
     stack = build_stack(cfg)
-    start = 0
-    if resume:
-        ckpt = latest_checkpoint(run.path)
-        if ckpt is not None:
-            start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
-        run.truncate_after(start)
-    if start == 0 and not any("val/accuracy" in r for r in run.rows()):
-        emit("val", {"step": 0, **validate(stack)})
-    skipped = 0
-    for step in range(start + 1, cfg.train.steps + 1):
-        row, episodes = train_step(stack, step)
-        emit("step", row)
-        run.log_samples(step, episodes, cfg.train.samples_per_step)
-        skipped = skipped + 1 if row.get("skipped/unscorable") else 0
-        if skipped >= cfg.reward.max_skipped_steps:
-            save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
-            statuses = {k.removeprefix("reward/status_"): round(v, 3) for k, v in row.items() if k.startswith("reward/status_")}
-            raise VerifierFailure(
-                f"halted at step {step}: {skipped} steps in a row skipped because more than "
-                f"{cfg.reward.max_unscorable_frac:.0%} of episodes were unscorable (the {cfg.reward.name} verifier "
-                f"is failing; last step's statuses {statuses}). A checkpoint of step {step} was saved; "
-                f"see samples.jsonl, fix the verifier or data, then --resume.")
-        if step % cfg.train.val_every == 0 or step == cfg.train.steps:
-            emit("val", {"step": step, **validate(stack)})
-        if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
-            save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
-        if stop_after is not None and step >= stop_after:
-            break
+    sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project, mode=cfg.train.wandb_mode,
+                        config=cfg.model_dump(mode="json"))
+    try:
+        start = 0
+        if resume:
+            ckpt = latest_checkpoint(run.path)
+            if ckpt is not None:
+                start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
+            run.truncate_after(start)
+        if cfg.alarms.enabled:  # after truncation: the monitor replays exactly what the run keeps
+            monitor = build_monitor(cfg, stack.routing)
+            monitor.restore(run.rows())
+        if start == 0 and not any("val/accuracy" in r for r in run.rows()):
+            emit("val", {"step": 0, **validate(stack)})
+        skipped = 0
+        for step in range(start + 1, cfg.train.steps + 1):
+            row, episodes = train_step(stack, step)
+            emit("step", row)
+            run.log_samples(step, episodes, cfg.train.samples_per_step)
+            skipped = skipped + 1 if row.get("skipped/unscorable") else 0
+            if skipped >= cfg.reward.max_skipped_steps:
+                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+                statuses = {k.removeprefix("reward/status_"): round(v, 3) for k, v in row.items() if k.startswith("reward/status_")}
+                raise VerifierFailure(
+                    f"halted at step {step}: {skipped} steps in a row skipped because more than "
+                    f"{cfg.reward.max_unscorable_frac:.0%} of episodes were unscorable (the {cfg.reward.name} verifier "
+                    f"is failing; last step's statuses {statuses}). A checkpoint of step {step} was saved; "
+                    f"see samples.jsonl, fix the verifier or data, then --resume.")
+            if step % cfg.train.val_every == 0 or step == cfg.train.steps:
+                emit("val", {"step": step, **validate(stack)})
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
+                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+            if stop_after is not None and step >= stop_after:
+                break
+    finally:  # a halted or failed run still flushes its sinks and stops verifier workers
+        for sink in sinks:
+            sink.close()
+        stack.verifier.close()
     return run.path
+
+
+def build_monitor(cfg: Config, routing: Routing) -> AlarmMonitor:
+    roles_by_policy: dict[str, list[str]] = {}
+    for role, policy in routing.routes.items():
+        if policy != BASE_POLICY:  # the frozen base is not a policy that can drift
+            roles_by_policy.setdefault(policy, []).append(role)
+    a = cfg.alarms
+    return AlarmMonitor(roles_by_policy, AlarmThresholds(
+        window=a.window, amp_ratio=a.amp_ratio, flat_ratio=a.flat_ratio, capture_closing=a.capture_closing,
+        capture_move=a.capture_move, cliff_margin=a.cliff_margin))

@@ -1,0 +1,86 @@
+"""Diagnostics in a real (tiny) run: every metric for every role in metrics.jsonl, the optional
+TensorBoard and W&B (offline) sinks, and alarm events logged once and printed once."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rolecall.cli import app
+
+OPTIMIZER = ("chi2_token", "chi2_seq", "training_ppl", "rollout_ppl", "kl", "k3_kl", "kl_ref", "entropy",
+             "clip_frac", "grad_norm", "grad_share")
+TRAJECTORY = ("len_p50", "len_p95", "truncated_frac", "boxed_rate", "hedge_rate", "terse_rate", "fence_rate",
+              "prompt_tokens", "completion_tokens", "reward_mean")
+
+
+def _train(model_dir, out, *args):
+    return CliRunner().invoke(app, ["train", f"model.path={model_dir}", "rollout.problems_per_step=2",
+                                    "rollout.group_size=4", "task.n_val=4", "rollout.max_new_tokens=6",
+                                    "--steps", "2", "--out", str(out), *args])
+
+
+def _rows(out):
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+class _MixedRewards:
+    """Rewards that differ within groups, so advantages and gradients are non-zero."""
+
+    name = "math"
+
+    def score_many(self, completions, problems):
+        from rolecall.rewards import Score
+
+        return [Score(float(len(c) % 2), "ok") for c in completions]
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("routing", ["isolated", "shared"])
+def test_every_metric_for_every_role_and_the_sinks(tiny_model_dir, tmp_path, routing, monkeypatch):
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("wandb")
+    from rolecall.train import loop
+
+    monkeypatch.setattr(loop, "build_verifier", lambda cfg: _MixedRewards())
+    out = tmp_path / "run"
+    res = _train(tiny_model_dir, out, f"routing={routing}", "train.sinks=[tensorboard, wandb]")
+    assert res.exit_code == 0, res.output
+    steps = [r for r in _rows(out) if "reward/mean" in r and "event" not in r]
+    assert steps
+    for role in ("generator", "aggregator"):
+        for m in OPTIMIZER + TRAJECTORY:
+            assert f"role/{role}/{m}" in steps[0], (role, m)
+    assert "role/generator/jaccard3" in steps[0]  # three parallel voter slots
+    for key in ("voting/pass_at_k", "voting/selection_acc", "reward/mixed_group_frac", "reward/unscorable",
+                "tokens/per_episode"):
+        assert key in steps[0], key
+    shares = [steps[0][f"role/{r}/grad_share"] for r in ("generator", "aggregator")]
+    if routing == "shared":
+        assert sum(shares) == pytest.approx(1.0, abs=1e-6)
+    else:
+        assert shares == [1.0, 1.0]
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    assert list((out / "wandb").glob("offline-run-*"))
+
+
+def test_alarm_is_logged_once_and_printed_once(tiny_model_dir, tmp_path, monkeypatch):
+    from rolecall.train import loop
+
+    accs = iter([0.9, 0.2, 0.1])  # steps 0, 1, 2: a cliff at step 1 (and deeper at 2: same alarm)
+    real = loop.validate
+    monkeypatch.setattr(loop, "validate", lambda stack, **kw: {**real(stack, **kw), "val/accuracy": next(accs)})
+    out = tmp_path / "run"
+    res = _train(tiny_model_dir, out, "train.val_every=1")
+    assert res.exit_code == 0, res.output
+    events = [r for r in _rows(out) if r.get("event") == "alarm"]
+    assert [(e["alarm"], e["step"]) for e in events] == [("validation_cliff", 1)]
+    assert res.output.count("validation_cliff") == 1
+
+
+def test_unknown_sink_is_a_config_error(tiny_model_dir, tmp_path):
+    res = _train(tiny_model_dir, tmp_path / "r", "train.sinks=[mlflow]")
+    assert res.exit_code == 2 and "train.sinks" in res.output
