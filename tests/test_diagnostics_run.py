@@ -71,8 +71,13 @@ def test_alarm_is_logged_once_and_printed_once(tiny_model_dir, tmp_path, monkeyp
     from rolecall.train import loop
 
     accs = iter([0.9, 0.2, 0.1])  # steps 0, 1, 2: a cliff at step 1 (and deeper at 2: same alarm)
-    real = loop.validate
-    monkeypatch.setattr(loop, "validate", lambda stack, **kw: {**real(stack, **kw), "val/accuracy": next(accs)})
+    real = loop.validate_episodes
+
+    def fake(stack, **kw):
+        m, eps = real(stack, **kw)
+        return {**m, "val/accuracy": next(accs)}, eps
+
+    monkeypatch.setattr(loop, "validate_episodes", fake)
     out = tmp_path / "run"
     res = _train(tiny_model_dir, out, "train.val_every=1")
     assert res.exit_code == 0, res.output
@@ -84,3 +89,25 @@ def test_alarm_is_logged_once_and_printed_once(tiny_model_dir, tmp_path, monkeyp
 def test_unknown_sink_is_a_config_error(tiny_model_dir, tmp_path):
     res = _train(tiny_model_dir, tmp_path / "r", "train.sinks=[mlflow]")
     assert res.exit_code == 2 and "train.sinks" in res.output
+
+
+def test_inspect_reads_one_role_across_steps(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    res = _train(tiny_model_dir, out, "train.val_every=1", "train.val_samples=2")
+    assert res.exit_code == 0, res.output
+    vals = [json.loads(x) for x in (out / "val_samples.jsonl").read_text().splitlines()]
+    assert sorted({v["step"] for v in vals}) == [0, 1, 2]
+    assert len({v["uid"] for v in vals}) == 2  # the same two problems at every validation
+    res = CliRunner().invoke(app, ["inspect", str(out), "--role", "aggregator", "--steps", "0,2", "--chars", "2000"],
+                             terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "step 0" in res.output and "step 2" in res.output and "step 1" not in res.output
+    first = next(v for v in vals if v["step"] == 2)
+    agg = next(t for t in first["turns"] if t["role"] == "aggregator")
+    assert f"{agg['tokens']} tokens" in res.output
+    res = CliRunner().invoke(app, ["inspect", str(out), "--role", "judge"])
+    assert res.exit_code == 2 and "roles here: ['aggregator', 'generator']" in res.output
+    res = CliRunner().invoke(app, ["inspect", str(out), "--role", "generator", "--steps", "0,7"])
+    assert res.exit_code == 2 and "no samples at [7]" in res.output
+    res = CliRunner().invoke(app, ["inspect", str(tmp_path), "--role", "generator"])
+    assert res.exit_code == 2 and "not a run directory" in res.output

@@ -174,6 +174,44 @@ def make_base_cmd(
     console.print(f"wrote {out}")
 
 
+@app.command()
+def inspect(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    role: str = typer.Option(..., "--role", help="The role to read, e.g. aggregator."),
+    steps: Optional[str] = typer.Option(None, "--steps", help="Comma-separated steps (default: first, middle, last)."),
+    problems: int = typer.Option(4, "--problems", help="How many problems to show."),
+    width: int = typer.Option(400, "--chars", help="Characters shown per output."),
+) -> None:
+    """Print one role's outputs on the same problems side by side across training steps."""
+    from rich.console import Console as OutConsole
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rolecall.diagnostics.inspect import InspectError, load_view, parse_steps
+
+    try:
+        view = load_view(run_dir, role, parse_steps(steps), max_problems=problems)
+    except InspectError as e:
+        _fail(str(e))
+    out = OutConsole()
+    out.print(f"role [bold]{escape(role)}[/] in {escape(str(run_dir))} ({view.source}), steps {view.steps}", highlight=False)
+    for (uid, problem, slot), cells in view.rows.items():
+        table = Table(title=f"{escape(problem[:120])}  [dim]({escape(slot)})[/]", show_lines=True, expand=True)
+        for st in view.steps:
+            table.add_column(f"step {st}", overflow="fold")
+        row = []
+        for st in view.steps:
+            c = cells.get(st)
+            if c is None:
+                row.append("[dim]-[/]")
+                continue
+            text = c.text if len(c.text) <= width else c.text[:width] + " …"
+            cut = " [red]truncated[/]" if c.finish == "length" else ""
+            row.append(f"{escape(text)}\n[dim]{c.tokens} tokens, reward {c.reward}[/]{cut}")
+        table.add_row(*row)
+        out.print(table)
+
+
 verify_app = typer.Typer(no_args_is_help=True, help="Score one completion with a verifier; prints one JSON object.")
 app.add_typer(verify_app, name="verify")
 

@@ -126,6 +126,7 @@ class TrainCfg(_Strict):
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = all cores.")
     samples_per_step: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    val_samples: int = Field(8, ge=0, description="Validation episodes (the same problems each time) written to val_samples.jsonl, for `rolecall inspect`.")
     sinks: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list, description="Extra metric sinks beside metrics.jsonl.")
     wandb_project: str = Field("rolecall", description="W&B project (sink wandb).")
     wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="W&B mode; offline needs no network (sync later with `wandb sync`).")

@@ -71,7 +71,7 @@ class Page:
         return self.run_color(i_run), DASHES[j % len(DASHES)], f"{self.runs[i_run].name} · {role}"
 
     def alarm_rules(self) -> list[Rule]:
-        """A dotted vertical line in the run's colour at each alarm; the first one carries the legend entry."""
+        """A dotted vertical line at each alarm (in its run's colour when runs are overlaid); the first carries the legend."""
         rules = []
         for i, run in enumerate(self.runs):
             for a in run.alarms:

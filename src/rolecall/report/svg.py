@@ -120,6 +120,14 @@ def thin(seg: list[tuple[float, float]], px) -> list[tuple[float, float]]:
     return out
 
 
+def _step_ticks(xticks: list[float], px, top: float, ph: float) -> list[str]:
+    """Vertical gridlines and labels of the step axis."""
+    step = max(1.0, xticks[1] - xticks[0])
+    return [f'<line class="gridline" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
+            f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, step)}</text>'
+            for t in xticks]
+
+
 def _legend_layout(items: list[tuple[str, str]], width: float) -> tuple[list[tuple[float, float, str, str]], float]:
     """Place (label, key) items left to right, wrapping lines; returns positions and total height."""
     out, x, y, line_h = [], 0.0, 0.0, 16
@@ -179,9 +187,7 @@ def render(chart: Chart, chart_id: str) -> str:
     for t in yticks:
         out.append(f'<line class="gridline" x1="{left}" x2="{left + pw}" y1="{py(t)}" y2="{py(t)}"/>'
                    f'<text class="tick" x="{left - 6}" y="{py(t) + 4}" text-anchor="end">{fmt_tick(t, yticks[1] - yticks[0])}</text>')
-    for t in xticks:
-        out.append(f'<line class="gridline" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
-                   f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
+    out.extend(_step_ticks(xticks, px, top, ph))
     out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
     out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{e(chart.xlabel)}</text>')
     if chart.ylabel:
@@ -283,9 +289,7 @@ def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[flo
     out = [f'<svg class="chart timeline" id="{chart_id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
            f'role="img" aria-label="{e(title)}" xmlns="http://www.w3.org/2000/svg">',
            f'<text class="title" x="{left}" y="18">{e(title)}</text>']
-    for t in xticks:
-        out.append(f'<line class="gridline" x1="{px(t)}" x2="{px(t)}" y1="{top}" y2="{top + ph}"/>'
-                   f'<text class="tick" x="{px(t)}" y="{top + ph + 16}" text-anchor="middle">{fmt_tick(t, max(1.0, xticks[1] - xticks[0]))}</text>')
+    out.extend(_step_ticks(xticks, px, top, ph))
     for i, lane in enumerate(lanes):
         y = top + lane_h * i + lane_h / 2
         out.append(f'<line class="gridline" x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}"/>'
@@ -294,7 +298,8 @@ def timeline(title: str, lanes: list[str], marks: list[Mark], xdomain: tuple[flo
     out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">step</text>')
     lx = left + 120
     for label, color, shape in legend:  # which run each marker colour and shape stands for
-        out.append(_marker(shape, lx, 14, 5).format(fill=e(color)) + f'<text class="legend" x="{lx + 9}" y="18">{e(_short(label))}</text>')
+        out.append(_marker(shape, lx, 14, 5).format(fill=e(color))
+                   + f'<text class="legend" x="{lx + 9}" y="18">{e(_short(label))}</text>')
         lx += 30 + CHAR_W * len(_short(label))
     for m in marks:
         x, y = px(m.x), top + lane_h * lanes.index(m.lane) + lane_h / 2

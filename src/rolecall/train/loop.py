@@ -135,7 +135,12 @@ def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
-    """Final-answer accuracy of the workflow on the validation split (one sample each).
+    """Final-answer accuracy of the workflow on the validation split (one sample each)."""
+    return validate_episodes(stack, base=base)[0]
+
+
+def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, float], list[Episode]]:
+    """Validation metrics and the episodes behind them.
 
     Same sampling seed every time, so two validations differ only by the weights.
     """
@@ -144,7 +149,7 @@ def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
     score(eps, stack.verifier)
     m = {f"val/{k}": v for k, v in rollout_metrics(eps).items() if not k.startswith("role/")}
     m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
-    return m
+    return m, eps
 
 
 def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
@@ -193,6 +198,11 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
     sinks: list = []
     monitor: AlarmMonitor | None = None
 
+    def validation(step: int) -> None:
+        m, eps = validate_episodes(stack)
+        emit("val", {"step": step, **m})
+        run.log_samples(step, eps, cfg.train.val_samples, validation=True)
+
     def emit(kind: str, row: dict) -> None:
         row["time/elapsed_s"] = round(time.time() - t_start, 2)  # wall clock of this process, for curves
         run.log(row)
@@ -220,7 +230,7 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
             monitor = build_monitor(cfg, stack.routing)
             monitor.restore(run.rows())
         if start == 0 and not any("val/accuracy" in r for r in run.rows()):
-            emit("val", {"step": 0, **validate(stack)})
+            validation(0)
         skipped = 0
         for step in range(start + 1, cfg.train.steps + 1):
             row, episodes = train_step(stack, step)
@@ -236,7 +246,7 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
                     f"is failing; last step's statuses {statuses}). A checkpoint of step {step} was saved; "
                     f"see samples.jsonl, fix the verifier or data, then --resume.")
             if step % cfg.train.val_every == 0 or step == cfg.train.steps:
-                emit("val", {"step": step, **validate(stack)})
+                validation(step)
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
                 save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
             if stop_after is not None and step >= stop_after:

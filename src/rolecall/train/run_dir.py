@@ -21,6 +21,8 @@ class RunDir:
         self.path = Path(path)
         self.metrics = self.path / "metrics.jsonl"
         self.samples = self.path / "samples.jsonl"
+        # The same few validation problems at every validation: read one role across steps.
+        self.val_samples = self.path / "val_samples.jsonl"
 
     def create(self, cfg: Config) -> None:
         if self.metrics.exists() and self.metrics.stat().st_size > 0:
@@ -30,6 +32,7 @@ class RunDir:
         (self.path / "config.yaml").write_text(dump_config(cfg))
         self.metrics.write_text("")
         self.samples.write_text("")
+        self.val_samples.write_text("")
 
     def log(self, row: dict) -> None:
         with open(self.metrics, "a") as f:
@@ -42,16 +45,16 @@ class RunDir:
 
     def truncate_after(self, step: int) -> None:
         """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
-        for f in (self.metrics, self.samples):
+        for f in (self.metrics, self.samples, self.val_samples):
             if f.exists():
                 keep = [x for x in f.read_text().splitlines() if x.strip() and json.loads(x)["step"] <= step]
                 f.write_text("".join(x + "\n" for x in keep))
 
-    def log_samples(self, step: int, episodes: list[Episode], n: int) -> None:
-        with open(self.samples, "a") as f:
+    def log_samples(self, step: int, episodes: list[Episode], n: int, *, validation: bool = False) -> None:
+        with open(self.val_samples if validation else self.samples, "a") as f:
             for ep in episodes[:n]:
                 f.write(json.dumps({
-                    "step": step, "problem": ep.problem.prompt, "answer": ep.problem.answer, "sample": ep.sample,
+                    "step": step, "uid": ep.problem.uid, "problem": ep.problem.prompt, "answer": ep.problem.answer, "sample": ep.sample,
                     "final": ep.final_answer, "reward": ep.reward,
                     "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))},
                     "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "completion": t.completion_text,
