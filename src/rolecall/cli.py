@@ -175,6 +175,24 @@ def make_base_cmd(
 
 
 @app.command()
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="One or more run directories (overlaid)."),
+    control: Optional[Path] = typer.Option(None, "--control", help="A single-agent RL run drawn as a reference."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default <first run>/report.html)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Page title."),
+) -> None:
+    """Write one self-contained HTML report: accuracy, per-role diagnostics, lengths, alarms."""
+    from rolecall.report import ReportError, write_report
+
+    target = out or run_dirs[0] / "report.html"
+    try:
+        path = write_report(list(run_dirs), target, control=control, title=title)
+    except ReportError as e:
+        _fail(str(e))
+    console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def inspect(
     run_dir: Path = typer.Argument(..., help="A run directory."),
     role: str = typer.Option(..., "--role", help="The role to read, e.g. aggregator."),

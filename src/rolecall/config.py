@@ -130,7 +130,9 @@ class TrainCfg(_Strict):
     sinks: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list, description="Extra metric sinks beside metrics.jsonl.")
     wandb_project: str = Field("rolecall", description="W&B project (sink wandb).")
     wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="W&B mode; offline needs no network (sync later with `wandb sync`).")
-    kl_ref: bool = Field(True, description="Log kl_ref (KL to the base model, adapters off): one extra no-grad forward per micro-batch.")
+    diagnostics: Literal["full", "basic"] = Field(
+        "full", description="full: every role-level diagnostic (SPEC §6); basic: loss, chi2_token, ppl, entropy, clip, grad norm only.")
+    kl_ref: bool = Field(True, description="With full diagnostics, log kl_ref (KL to the base model, adapters off): one extra no-grad forward per micro-batch.")
 
 
 class Config(_Strict):

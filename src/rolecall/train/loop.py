@@ -162,7 +162,8 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     row.update(score(episodes, stack.verifier))
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by)
     row.update(adv_metrics)
-    row.update(rollout_metrics(episodes))
+    full = cfg.train.diagnostics == "full"
+    row.update(rollout_metrics(episodes, signatures=full))
     unscorable = sum(ep.reward is None for ep in episodes) / max(1, len(episodes))
     if unscorable > cfg.reward.max_unscorable_frac:
         # The verifier failed on too much of the batch: an update would learn from noise.
@@ -177,7 +178,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
             continue
         per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
                                       pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
-                                      kl_ref=cfg.train.kl_ref)
+                                      kl_ref=full and cfg.train.kl_ref, grad_shares=full)
         row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
         for role, m in per_role.items():
             row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
@@ -226,7 +227,7 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
             if ckpt is not None:
                 start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
             run.truncate_after(start)
-        if cfg.alarms.enabled:  # after truncation: the monitor replays exactly what the run keeps
+        if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # after truncation: the monitor replays exactly what the run keeps
             monitor = build_monitor(cfg, stack.routing)
             monitor.restore(run.rows())
         if start == 0 and not any("val/accuracy" in r for r in run.rows()):

@@ -8,7 +8,7 @@ from rolecall.diagnostics.trajectory import mixed_group_frac, role_signatures
 from rolecall.types import Episode
 
 
-def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
+def rollout_metrics(episodes: list[Episode], signatures: bool = True) -> dict[str, float]:
     out: dict[str, float] = {}
     scored = [ep.reward for ep in episodes if ep.reward is not None]
     out["reward/mean"] = fmean(scored) if scored else float("nan")
@@ -33,7 +33,8 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     for role, counts in status_by_role.items():
         total = sum(counts.values())
         out.update({f"role/{role}/status_{k}": v / total for k, v in counts.items()})
-    out.update(role_signatures(episodes))
+    if signatures:
+        out.update(role_signatures(episodes))
     votes = [ep for ep in episodes if "candidate_rewards" in ep.info]
     if votes:
         oracle, picked_right = [], []

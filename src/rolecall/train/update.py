@@ -136,7 +136,7 @@ def _norm(rows: list[Row], agg: str) -> float:
 
 def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
                   *, pad_id: int, temperature: float, rng: random.Random,
-                  kl_ref: bool = True) -> tuple[dict, dict]:
+                  kl_ref: bool = True, grad_shares: bool = True) -> tuple[dict, dict]:
     """Train one policy on its rows. Returns (per-role metrics, policy metrics).
 
     Micro-batches are formed role by role, so when several roles share the adapter (SP) the
@@ -187,7 +187,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                             loss.backward()
                         ref = _ref_logp(model, b, temperature) if kl_ref else None
                         _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref)
-                    if len(roles) > 1:  # the gradient this role added to the shared adapter
+                    if grad_shares and len(roles) > 1:  # the gradient this role added to the shared adapter
                         now = _flat_grad(popt.params)
                         role_grads[role] = now if before is None else now - before
                         before = now
@@ -195,7 +195,8 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                 if finite and math.isfinite(gn):
                     popt.optimizer.step()
                     grad_norms.append(gn)
-                    _add_grad_shares(stats, roles, role_grads, gn)
+                    if grad_shares or len(roles) == 1:
+                        _add_grad_shares(stats, roles, role_grads, gn)
                 else:  # a non-finite loss or gradient changes nothing
                     skipped += 1
                 popt.optimizer.zero_grad(set_to_none=True)
