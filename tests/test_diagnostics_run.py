@@ -111,3 +111,14 @@ def test_inspect_reads_one_role_across_steps(tiny_model_dir, tmp_path):
     assert res.exit_code == 2 and "no samples at [7]" in res.output
     res = CliRunner().invoke(app, ["inspect", str(tmp_path), "--role", "generator"])
     assert res.exit_code == 2 and "not a run directory" in res.output
+
+
+def test_report_renders_a_real_run(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    assert _train(tiny_model_dir, out).exit_code == 0
+    res = CliRunner().invoke(app, ["report", str(out)])
+    assert res.exit_code == 0, res.output
+    html = (out / "report.html").read_text()
+    assert "<svg" in html and "generator" in html and "aggregator" in html
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "nope" in res.output
