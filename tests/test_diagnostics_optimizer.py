@@ -23,7 +23,7 @@ def test_collect_matches_hand_computation():
     ref = torch.tensor([[0.0, -1.5, -2.0]])   # base model on the same tokens
     ent = torch.tensor([[0.0, 0.7, 0.9]])
     stats = _RoleStats()
-    _collect(stats, [row], b, logp, logp.clone(), ent, AlgoCfg(), ref)
+    _collect(stats, [row], b, logp, logp.clone(), ent, AlgoCfg(), ref[[0]], [0])
     m = stats.result()["g"]
     lr = [-0.5 - -1.0, -2.5 - -2.0]  # log π/μ = 0.5, -0.5
     assert m["chi2_token"] == pytest.approx(sum(math.exp(x) ** 2 for x in lr) / 2 - 1)
@@ -87,3 +87,13 @@ def test_shared_policy_grad_share_is_each_roles_projection(tiny_model_dir):
         assert per_role[r]["grad_norm"] == pytest.approx(float(g[r].norm()), rel=1e-3)
     assert pol["grad_norm"] == pytest.approx(float(total.norm()), rel=1e-3)
     assert "kl_ref" in per_role["generator"] and per_role["generator"]["kl_ref"] >= 0
+
+
+def test_kl_ref_sample_takes_evenly_spaced_rows_of_each_role():
+    from rolecall.train.update import kl_ref_sample
+
+    rows = [Row([1, 2], 1, [0.0], 0.0, "g" if i < 30 else "a", "s") for i in range(34)]
+    picked = kl_ref_sample(rows, 3)
+    idx = sorted(i for i, r in enumerate(rows) if id(r) in picked)
+    assert idx == [0, 10, 20, 30, 31, 32]
+    assert len(kl_ref_sample(rows, 100)) == 34

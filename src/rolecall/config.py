@@ -132,7 +132,8 @@ class TrainCfg(_Strict):
     wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="W&B mode; offline needs no network (sync later with `wandb sync`).")
     diagnostics: Literal["full", "basic"] = Field(
         "full", description="full: every role-level diagnostic (SPEC §6); basic: loss, chi2_token, ppl, entropy, clip, grad norm only.")
-    kl_ref: bool = Field(True, description="With full diagnostics, log kl_ref (KL to the base model, adapters off): one extra no-grad forward per micro-batch.")
+    kl_ref: bool = Field(True, description="With full diagnostics, log kl_ref (KL to the base model, adapters off).")
+    kl_ref_rows: PositiveInt = Field(16, description="kl_ref is estimated on this many rows per role per step (one extra no-grad forward over them).")
 
 
 class Config(_Strict):

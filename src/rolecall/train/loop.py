@@ -178,7 +178,8 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
             continue
         per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
                                       pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
-                                      kl_ref=full and cfg.train.kl_ref, grad_shares=full)
+                                      kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
+                                      grad_shares=full)
         row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
         for role, m in per_role.items():
             row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})

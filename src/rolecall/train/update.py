@@ -70,8 +70,8 @@ class _RoleStats:
                          "training_ppl": s["ppl"] / seq, "rollout_ppl": s["rollout_ppl"] / seq,
                          "kl": s["kl"] / tok, "k3_kl": s["k3_kl"] / tok,
                          "entropy": s["entropy"] / tok, "clip_frac": s["clipped"] / tok, "tokens": s["tokens"]}
-            if "kl_ref" in s:
-                out[role]["kl_ref"] = s["kl_ref"] / tok
+            if s["kl_ref_tokens"]:
+                out[role]["kl_ref"] = s["kl_ref"] / s["kl_ref_tokens"]
             if s["opt_steps"]:
                 out[role]["grad_norm"] = s["grad_norm"] / steps
                 out[role]["grad_share"] = s["grad_share"] / steps
@@ -91,10 +91,12 @@ def _ref_logp(model, batch: dict, temperature: float) -> torch.Tensor:
 
 
 def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg,
-             ref: torch.Tensor | None = None) -> None:
+             ref: torch.Tensor | None = None, ref_rows: list[int] = ()) -> None:
     """Per-row sums of every optimizer-side diagnostic (SPEC §6), turned into means per role.
 
     π = trainer log-prob, μ = rollout log-prob; ratios are clamped at ±20 in log space.
+    `ref` holds base-model log-probs for the rows at positions `ref_rows` only (kl_ref is
+    estimated on a sample of rows: see `kl_ref_sample`).
     """
     with torch.no_grad():
         m, adv = b["mask"], b["adv"].unsqueeze(-1)
@@ -108,11 +110,14 @@ def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: 
         k3 = (r - 1 - log_r) * m  # KL(μ‖π) estimator, >= 0, low variance
         seq_ratio2 = torch.exp((2 * log_r.sum(-1)).clamp(-_CLAMP, _CLAMP))
         n_T = m.sum(-1).clamp(min=1)
-        if ref is not None:
-            log_ref = (ref - logp) * m  # log ref/π on tokens sampled from (≈) π
-            kl_ref = (torch.exp(log_ref.clamp(-_CLAMP, _CLAMP)) - 1 - log_ref) * m
+        kl_ref: dict[int, float] = {}
+        if ref is not None and len(ref_rows):
+            sub = list(ref_rows)
+            log_ref = (ref - logp[sub]) * m[sub]  # log ref/π on tokens sampled from (≈) π
+            per_row = ((torch.exp(log_ref.clamp(-_CLAMP, _CLAMP)) - 1 - log_ref) * m[sub]).sum(-1)
+            kl_ref = {i: float(v) for i, v in zip(sub, per_row)}
         for i, row in enumerate(rows):
-            extra = {"kl_ref": float(kl_ref[i].sum())} if ref is not None else {}
+            extra = {"kl_ref": kl_ref[i], "kl_ref_tokens": float(m[i].sum())} if i in kl_ref else {}
             stats.add(row.role, tokens=float(m[i].sum()), seqs=1.0, loss=float(pg[i].sum() / n_T[i]),
                       ratio2=float(vs_rollout[i].sum()), seq_ratio2=float(seq_ratio2[i]),
                       kl=float(-log_r[i].sum()), k3_kl=float(k3[i].sum()),
@@ -136,7 +141,7 @@ def _norm(rows: list[Row], agg: str) -> float:
 
 def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
                   *, pad_id: int, temperature: float, rng: random.Random,
-                  kl_ref: bool = True, grad_shares: bool = True) -> tuple[dict, dict]:
+                  kl_ref: bool = True, kl_ref_rows: int = 16, grad_shares: bool = True) -> tuple[dict, dict]:
     """Train one policy on its rows. Returns (per-role metrics, policy metrics).
 
     Micro-batches are formed role by role, so when several roles share the adapter (SP) the
@@ -146,6 +151,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
     """
     stats, grad_norms, skipped = _RoleStats(), [], 0
     on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
+    ref_sample = kl_ref_sample(rows, kl_ref_rows) if kl_ref else set()
     model.train()
     with active_policy(model, policy):
         old_by_row: dict[int, torch.Tensor] = {}
@@ -185,8 +191,9 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                         finite &= bool(torch.isfinite(loss))
                         if finite:
                             loss.backward()
-                        ref = _ref_logp(model, b, temperature) if kl_ref else None
-                        _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref)
+                        picked = [i for i, r in enumerate(mb) if id(r) in ref_sample]
+                        ref = _ref_logp(model, {k: v[picked] for k, v in b.items()}, temperature) if picked else None
+                        _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref, picked)
                     if grad_shares and len(roles) > 1:  # the gradient this role added to the shared adapter
                         now = _flat_grad(popt.params)
                         role_grads[role] = now if before is None else now - before
@@ -211,6 +218,24 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
         if w:
             policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
     return per_role, policy_metrics
+
+
+def kl_ref_sample(rows: list[Row], per_role: int) -> set[int]:
+    """ids of the rows kl_ref is measured on: up to `per_role` evenly spaced rows of each role.
+
+    The base model's log-probs cost one extra forward over the rows measured; a fixed-size
+    sample keeps that cost small and independent of batch size. Rows arrive in episode order
+    (problems are shuffled per step), so evenly spaced rows span the step's problems. No
+    random draw: the training RNG stream is left untouched.
+    """
+    by_role: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_role[r.role].append(r)
+    out: set[int] = set()
+    for rs in by_role.values():
+        k = min(per_role, len(rs))
+        out |= {id(rs[(j * len(rs)) // k]) for j in range(k)}
+    return out
 
 
 def _add_grad_shares(stats: _RoleStats, roles: list[str], role_grads: dict[str, torch.Tensor], total_norm: float) -> None:
