@@ -122,16 +122,8 @@ def forward_bound(batch: int = 64, new_tokens: int = 48, repeats: int = 3) -> di
     reqs = [GenRequest([{"role": "user", "content": p}], names[0], new_tokens) for p in prompts]
     bare()
     bound = median(bare() for _ in range(repeats))
-    # The engine stops rows at end-of-turn; count the decode steps it actually ran (the
-    # longest row) times the batch, which is the work the bare loop does per step.
-    rates = []
-    for r in range(repeats):
-        torch.manual_seed(r)
-        t0 = time.perf_counter()
-        outs = engine.generate(reqs, temperature=0.7)
-        dt = time.perf_counter() - t0
-        rates.append(batch * max(len(o.completion_ids) for o in outs) / dt)
-    gen = median(rates)
+    # Row-steps (batch x decode steps run) is the work the bare loop does per step.
+    gen = _gen_tokens_per_s(engine, reqs, repeats)
     return {"batch": batch, "new_tokens": new_tokens, "forward_bound_tokens_per_s": bound,
             "generate_tokens_per_s": gen, "generation_fraction_of_forward_bound": gen / bound}
 
