@@ -35,7 +35,7 @@ class DataCfg(_Strict):
     on_bad_row: Literal["error", "skip"] = Field("error", description="A row that fails validation stops the run, or is dropped and counted.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Rows whose prompt is longer (in model tokens) are bad rows.")
     n_val: PositiveInt | None = Field(None, description="Use at most this many validation problems.")
-    limit: PositiveInt | None = Field(None, description="Read at most this many rows (smoke tests).")
+    limit: PositiveInt | None = Field(None, description="Train on at most this many problems (smoke tests; see n_val for validation).")
 
 
 class TaskCfg(_Strict):

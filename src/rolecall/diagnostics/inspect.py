@@ -33,14 +33,15 @@ class View:
 
 
 def _read(path: Path) -> list[dict]:
+    lines = path.read_text("utf-8").splitlines()
     out = []
-    for i, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
-            if i == len(path.read_text("utf-8").splitlines()):
+            if i == len(lines):
                 break  # a killed trainer can leave a torn last line
             raise InspectError(f"{path}:{i}: not a JSON line") from None
     return out

@@ -71,22 +71,26 @@ def load_problems(cfg: Config, count_tokens: Callable[[str], int] | None = None,
     return train_P, val_P
 
 
+def token_counter(tok) -> Callable[[str], int]:
+    """Prompt length in the model's own tokens (data.max_prompt_tokens)."""
+    return lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
+
+
 def preflight(cfg: Config) -> dict[str, object]:
     """Check every input a run needs without loading weights: the model directory and its
     tokenizer/chat template, every dataset row, and that the verifier can start (e.g. the
     code sandbox can isolate). Raises with the field at fault; returns a short summary."""
     m = cfg.model
-    resolve_model_dir(m.path)
+    model_dir = resolve_model_dir(m.path)
     tok = load_tokenizer(m.path, m.chat_template)
     lines: list[str] = []
-    train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]),
-                                   log=lines.append)
+    train_P, val_P = load_problems(cfg, token_counter(tok), log=lines.append)
     verifier = build_verifier(cfg.reward_cfg())
     try:
         isolation = getattr(getattr(verifier, "sandbox", None), "isolation", None)
     finally:
         verifier.close()
-    return {"model": str(resolve_model_dir(m.path)), "train_problems": len(train_P), "val_problems": len(val_P),
+    return {"model": str(model_dir), "train_problems": len(train_P), "val_problems": len(val_P),
             "data_report": lines, "verifier": cfg.reward.name, **({"sandbox": isolation} if isolation else {})}
 
 
@@ -97,7 +101,7 @@ def build_stack(cfg: Config) -> Stack:
     routing = build_routing(cfg.routing, workflow.roles, cfg.policy_table())
     m = cfg.model
     tok = load_tokenizer(m.path, m.chat_template)
-    train_P, val_P = load_problems(cfg, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]))
+    train_P, val_P = load_problems(cfg, token_counter(tok))
     verifier = build_verifier(cfg.reward_cfg())  # before the model: a sandbox that cannot isolate fails fast
     model = load_model(m.path, m.dtype, m.device)
     torch.manual_seed(cfg.train.seed)  # LoRA A init

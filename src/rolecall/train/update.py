@@ -105,8 +105,8 @@ def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: 
         clipped = (((adv > 0) & (ratio > high)) | ((adv < 0) & (ratio < low))).float() * m
         pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(low, high)) * m
         log_r = (logp - b["rollout_logp"]) * m  # log π/μ on completion tokens
-        vs_rollout = torch.exp(log_r.clamp(-_CLAMP, _CLAMP)) ** 2 * m
         r = torch.exp(log_r.clamp(-_CLAMP, _CLAMP))
+        vs_rollout = r ** 2 * m
         k3 = (r - 1 - log_r) * m  # KL(μ‖π) estimator, >= 0, low variance
         seq_ratio2 = torch.exp((2 * log_r.sum(-1)).clamp(-_CLAMP, _CLAMP))
         n_T = m.sum(-1).clamp(min=1)
