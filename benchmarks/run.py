@@ -94,6 +94,39 @@ def mixed_adapter(batch: int = 48, new_tokens: int = 32, repeats: int = 5) -> di
 
 
 @torch.no_grad()
+def single_policy_paths(batch: int = 48, new_tokens: int = 32, repeats: int = 3) -> dict:
+    """One-adapter batch two ways: PEFT's plain path (set_adapter, what the engine uses when a
+    chunk has one policy) vs per-row adapter names (PEFT's mixed path, all rows the same)."""
+    from transformers import GenerationConfig
+
+    engine, names = _engine_with_adapters(3)
+    model, tok = engine.model, engine.tok
+    model.eval()
+    texts = [engine.render([{"role": "user", "content": p}]) for p in PROMPTS[:batch]]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=True, temperature=0.7,
+                           top_k=None, top_p=1.0, pad_token_id=tok.pad_token_id, eos_token_id=engine.stop_ids)
+
+    def rate(by_names: bool) -> float:
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        if by_names:
+            model.generate(**enc, generation_config=cfg, adapter_names=[names[0]] * batch)
+        else:
+            model.set_adapter(names[0])
+            model.generate(**enc, generation_config=cfg)
+        return batch * new_tokens / (time.perf_counter() - t0)
+
+    rate(False)
+    plain, by_names = [], []
+    for _ in range(repeats):  # alternate the arms
+        plain.append(rate(False))
+        by_names.append(rate(True))
+    return {"batch": batch, "new_tokens": new_tokens, "set_adapter_tokens_per_s": median(plain),
+            "adapter_names_tokens_per_s": median(by_names), "speedup": median(plain) / median(by_names)}
+
+
+@torch.no_grad()
 def forward_bound(batch: int = 64, new_tokens: int = 48, repeats: int = 3) -> dict:
     """Bare decode loop (prefill + one forward per token with KV cache) vs the engine's generate."""
     from transformers import DynamicCache
@@ -156,7 +189,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     t0 = time.time()
-    mixed, bound, cost = mixed_adapter(), forward_bound(), ip_sp_cost()
+    mixed, bound, cost, paths = mixed_adapter(), forward_bound(), ip_sp_cost(), single_policy_paths()
     doc = {
         "date": str(date.today()),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, no GPU",
@@ -169,7 +202,8 @@ def main() -> None:
         "generation_fraction_of_forward_bound": bound["generation_fraction_of_forward_bound"],
         "goals": {"ip_sp_cost_ratio": "<= 1.05", "mixed_adapter_ratio": ">= 0.9",
                   "generation_fraction_of_forward_bound": ">= 0.5"},
-        "details": {"mixed_adapter": mixed, "forward_bound": bound, "ip_sp_cost": cost},
+        "details": {"mixed_adapter": mixed, "forward_bound": bound, "ip_sp_cost": cost,
+                    "single_policy_paths": paths},
         "wall_s": round(time.time() - t0, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
