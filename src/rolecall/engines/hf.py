@@ -96,7 +96,7 @@ class HFEngine:
             if mixed:
                 kw["adapter_names"] = peft_row_names([r.policy for r in reqs])
             # One policy for the whole chunk (most waves: all generators, all aggregators,
-            # everything under SP) takes PEFT's plain path, ~1.5x faster than per-row
+            # everything under SP) takes PEFT's plain path, ~1.4x faster than per-row
             # adapter names on the embedded model (benchmarks/README.md).
             single = active_policy(self.model, policies.pop()) if hasattr(self.model, "peft_config") and not mixed \
                 else nullcontext()
