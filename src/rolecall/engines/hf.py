@@ -1,6 +1,10 @@
 """Local Hugging Face engine: one `generate` per wave, rows with different LoRA adapters.
 
-Mixed-adapter batches use PEFT's `adapter_names` (eval mode only). Sampling log-probs
+A chunk with one policy runs PEFT's plain path (`set_adapter`). A mixed chunk runs every
+LoRA layer once for all rows with a row mask (`policies/mixed_lora.py`); where that cannot
+represent the adapters (DoRA, LoRA bias, ...) it is split into one batch per policy. PEFT's
+own per-row `adapter_names` is not used: it is no faster than one batch per policy and
+refuses DoRA. Sampling log-probs
 are recorded step by step by a logits processor that also applies the temperature, so
 they are exactly the distribution sampled from, with O(batch x vocab) extra memory.
 """
@@ -11,7 +15,8 @@ from contextlib import nullcontext
 import torch
 
 from rolecall.engines.base import GenOutput, GenRequest
-from rolecall.policies.model import active_policy, peft_row_names
+from rolecall.policies import mixed_lora
+from rolecall.policies.model import active_policy
 
 
 class _TemperatureAndLogprobs:
@@ -68,8 +73,7 @@ class HFEngine:
         done: dict[int, GenOutput] = {
             i: GenOutput(prompt_text=texts[i], prompt_ids=ids_B[i], completion_ids=[], completion_text="",
                          logprobs=[], finish_reason="length") for i, ok in enumerate(fits) if not ok}
-        for lo in range(0, len(todo), self.max_batch):
-            chunk = todo[lo:lo + self.max_batch]
+        for chunk in self._chunks(requests, todo):
             outs = self._generate_chunk([requests[i] for i in chunk], [texts[i] for i in chunk],
                                         [ids_B[i] for i in chunk], temperature)
             done.update(zip(chunk, outs))
@@ -91,19 +95,10 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()  # PEFT mixed-adapter batches work only in eval mode
         try:
-            kw, policies = {}, {r.policy for r in reqs}
-            mixed = hasattr(self.model, "peft_config") and len(policies) > 1
-            if mixed:
-                kw["adapter_names"] = peft_row_names([r.policy for r in reqs])
-            # One policy for the whole chunk (most waves: all generators, all aggregators,
-            # everything under SP) takes PEFT's plain path, ~1.4x faster than per-row
-            # adapter names on the embedded model (benchmarks/README.md).
-            single = active_policy(self.model, policies.pop()) if hasattr(self.model, "peft_config") and not mixed \
-                else nullcontext()
-            with single:
+            with self._policies([r.policy for r in reqs]):
                 seq = self.model.generate(input_ids=input_ids.to(self.model.device),
                                           attention_mask=attn.to(self.model.device), generation_config=cfg,
-                                          logits_processor=LogitsProcessorList([rec]), **kw)
+                                          logits_processor=LogitsProcessorList([rec]))
         finally:
             self.model.train(was_training)
         rec.collect(seq)
@@ -111,6 +106,25 @@ class HFEngine:
         lp_B_T = torch.stack(rec.logprobs_B_T, 1).tolist() if rec.logprobs_B_T else [[] for _ in reqs]
         return [self._finish(text, ids, gen, lp, r.max_new_tokens)
                 for text, ids, gen, lp, r in zip(texts, ids_B, gen_B_T, lp_B_T, reqs)]
+
+    def _policies(self, row_policies: list[str]):
+        """The context that runs each row on its policy (the chunk is one the model can mix)."""
+        if not hasattr(self.model, "peft_config"):
+            return nullcontext()
+        if len(set(row_policies)) == 1:
+            # Most waves (all generators, all aggregators, everything under SP): PEFT's plain
+            # path, ~1.4x faster than per-row adapter names on the embedded model.
+            return active_policy(self.model, row_policies[0])
+        return mixed_lora.row_adapters(self.model, row_policies)
+
+    def _chunks(self, requests: list[GenRequest], todo: list[int]) -> list[list[int]]:
+        """Row indices per generate call: at most max_batch rows, one policy per call unless
+        the model can mix these policies in one batch."""
+        policies = [requests[i].policy for i in todo]
+        mixable = not hasattr(self.model, "peft_config") or len(set(policies)) <= 1 \
+            or mixed_lora.supports(self.model, policies)
+        groups = [todo] if mixable else [[i for i in todo if requests[i].policy == p] for p in dict.fromkeys(policies)]
+        return [g[lo:lo + self.max_batch] for g in groups for lo in range(0, len(g), self.max_batch)]
 
     def _finish(self, prompt_text: str, prompt_ids: list[int], gen: list[int], lp: list[float],
                 budget: int) -> GenOutput:
