@@ -49,11 +49,15 @@ def train(
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/<workflow>-<time>)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Training steps (train.steps)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory."),
+    force: bool = typer.Option(False, "--force", help="With --resume: continue even though the model, tokenizer, "
+                               "data, workflow, routing, LoRA or reward differ from the checkpoint's."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config and exit."),
 ) -> None:
     """Train the workflow's policies with RL; writes a run directory."""
     from rolecall.config import dump_config
 
+    if force and resume is None:
+        _fail("--force only applies with --resume DIR")
     if resume is not None:
         if config is not None and "=" not in config:
             _fail("--resume takes the config from the run directory; do not pass CONFIG too")
@@ -70,7 +74,7 @@ def train(
         _preflight(cfg)
         return
     out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    _run_training(cfg, out, resume is not None)
+    _run_training(cfg, out, resume is not None, force)
 
 
 def _preflight(cfg) -> None:
@@ -88,7 +92,7 @@ def _preflight(cfg) -> None:
     console.print(f"preflight ok: {json.dumps(info)}", highlight=False, soft_wrap=True)
 
 
-def _run_training(cfg, out: Path, resume: bool) -> None:
+def _run_training(cfg, out: Path, resume: bool, force: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from rolecall.train.loop import train as run_train
@@ -113,8 +117,8 @@ def _run_training(cfg, out: Path, resume: bool) -> None:
 
     try:
         with progress:
-            path = run_train(cfg, out, resume=resume, on_event=on_event)
-    except (FileNotFoundError, FileExistsError, ValueError, RuntimeError) as e:
+            path = run_train(cfg, out, resume=resume, force=force, on_event=on_event)
+    except (OSError, ValueError, RuntimeError) as e:  # ResumeRefused, CheckpointError (disk full), missing files
         _fail(str(e))
     console.print(f"run directory: {path}")
 

@@ -1,15 +1,34 @@
 """Typed run configuration: YAML + dotted `key=value` overrides, validated before any model loads."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
+
+
+def _types_in(annotation: Any) -> set:
+    """Every type a field's annotation names, through Union, Optional and Annotated."""
+    found = {annotation} if isinstance(annotation, type) or annotation is Any else set()
+    for arg in get_args(annotation):
+        found |= _types_in(arg)
+    return found
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads `steps: true` as 1; a boolean where a number belongs is a typo.
+        types = _types_in(cls.model_fields[info.field_name].annotation)
+        if isinstance(value, bool) and types & {int, float} and not types & {bool, Any}:
+            raise ValueError("Input should be a number, not a boolean")
+        return value
 
 
 class PolicyCfg(_Strict):
@@ -67,6 +86,9 @@ class RolloutCfg(_Strict):
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
     max_batch: PositiveInt = Field(512, description="Most rows in one generate call.")
+    episode_timeout_s: PositiveFloat | None = Field(
+        None, description="Wall-clock budget of one episode; an episode over it is cut at its next model call "
+                          "(marked timed_out, scored on the answer it has: none) while the rest of the batch proceeds.")
 
 
 class AlgoCfg(_Strict):
@@ -134,6 +156,9 @@ class TrainCfg(_Strict):
         "full", description="full: every role-level diagnostic (SPEC §6); basic: loss, chi2_token, ppl, entropy, clip, grad norm only.")
     kl_ref: bool = Field(True, description="With full diagnostics, log kl_ref (KL to the base model, adapters off).")
     kl_ref_rows: PositiveInt = Field(16, description="kl_ref is estimated on this many rows per role per step (one extra no-grad forward over them).")
+    max_nonfinite_steps: PositiveInt = Field(
+        3, description="This many steps in a row with a NaN/Inf loss, gradient or reward halt the run (after a "
+                       "checkpoint); a non-finite update is always skipped and counted.")
 
 
 class Config(_Strict):
@@ -158,24 +183,46 @@ class Config(_Strict):
         # Cross-field checks that need no model: workflow, routing, estimator names.
         from rolecall.advantages import ESTIMATORS
         from rolecall.policies.routing import build_routing
-        from rolecall.workflows import build_workflow, load_prompts
+        from rolecall.workflows import PROMPT_SETS, build_workflow, load_prompts
 
         if self.task.name == "dataset" and not self.data.path:
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
         if self.task.name != "dataset" and (self.data.path or self.data.val_path):
             raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
+        if self.task.name == "dataset" and not self.data.val_path and self.data.test_fraction == 0:
+            raise ValueError("data.test_fraction: 0 with no data.val_path leaves no validation problems; "
+                             "allowed: a fraction in (0, 1), or set data.val_path")
         if self.task.name == "dataset":
             want = DATA_REWARD[self.data.format]
             if self.reward.name != want:
                 raise ValueError(f"reward.name: {self.data.format!r} rows are graded by {want!r}, got {self.reward.name!r}")
         if self.algo.estimator not in ESTIMATORS:
             raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
-        wf = build_workflow(self.workflow.name, load_prompts(self.workflow.prompts), self.workflow.options)
+        try:
+            prompts = load_prompts(self.workflow.prompts)
+        except (OSError, yaml.YAMLError) as e:  # pydantic passes only ValueErrors on as field errors
+            raise ValueError(f"workflow.prompts: cannot read prompt file {self.workflow.prompts!r}: {_one_line(e)}; "
+                             f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
+        wf = build_workflow(self.workflow.name, prompts, self.workflow.options)
         build_routing(self.routing, wf.roles, self.policy_table())
         unknown = sorted(set(self.rollout.max_new_tokens_by_role) - set(wf.roles))
         if unknown:
             raise ValueError(f"rollout.max_new_tokens_by_role: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
+        self._check_batch_sizes()
         return self
+
+    def _check_batch_sizes(self) -> None:
+        r, a = self.rollout, self.algo
+        if r.group_size < 2:
+            # Every estimator groups within one problem's samples and broadcasts the episode's
+            # reward to its turns, so a group of one episode has zero spread: nothing would learn.
+            raise ValueError(f"rollout.group_size: {r.group_size} gives every turn advantage 0 with algo.estimator "
+                             f"{a.estimator!r} (groups compare the samples of one problem); allowed: >= 2")
+        episodes = r.problems_per_step * r.group_size
+        if a.mini_batches > episodes:
+            raise ValueError(f"algo.mini_batches: {a.mini_batches} is more than the {episodes} episodes of a step "
+                             f"(rollout.problems_per_step {r.problems_per_step} x rollout.group_size {r.group_size}), "
+                             f"so some mini-batches would be empty; allowed: 1..{episodes}")
 
 
     def reward_cfg(self) -> "RewardCfg":
@@ -207,6 +254,21 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
+def _parse_yaml(text: str, where: str) -> Any:
+    """Plain YAML data only: safe_load builds no Python objects, so `!!python/...` tags are errors."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{where}: not valid YAML data (plain values, lists and mappings only): {_one_line(e)}") from None
+
+
+def _one_line(e: Exception) -> str:
+    mark = getattr(e, "problem_mark", None)
+    if getattr(e, "problem", None) and mark is not None:  # a MarkedYAMLError: say what and where, briefly
+        return f"{e.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return re.sub(r"\s+", " ", str(e)).strip()
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
     """YAML file (or defaults) + `a.b=value` overrides (values parsed as YAML scalars)."""
     tree: dict = {}
@@ -214,30 +276,47 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
-        tree = yaml.safe_load(p.read_text("utf-8")) or {}
+        tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}
         if not isinstance(tree, dict):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r}: expected dotted.key=value")
-        _set_dotted(tree, key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+        _set_dotted(tree, key.strip(), _parse_yaml(raw, f"override {item!r}") if raw.strip() else "")
     try:
         return Config.model_validate(tree)
     except ValidationError as e:
         raise ConfigError(format_validation_error(e)) from None
 
 
+# pydantic's name for a Union member in an error location: `str`, `list[str]`, `literal['a','b']`.
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|[a-z-]+\[.*\])$")
+
+
 def format_validation_error(e: ValidationError) -> str:
-    lines = []
+    """One line per bad field: `dotted.path: what is wrong (got value)`.
+
+    A field typed as a Union fails once per member with the member's type appended to the
+    path (`routing.literal[...]`); those lines are merged into one under the real path.
+    """
+    msgs_by_path: dict[str, list[str]] = {}
+    got_by_path: dict[str, str] = {}
     for err in e.errors():
-        path = ".".join(str(x) for x in err["loc"])
+        path = ".".join(str(x) for x in err["loc"] if not _UNION_TAG.match(str(x)))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            section = _section_fields(err["loc"][:-1])
-            msg = f"unknown key; allowed here: {section}"
-        got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and "input" in err and not isinstance(err["input"], dict) else ""
-        lines.append(f"{path}: {msg}{got}" if path else f"{msg}{got}")
+            msg = f"unknown key; allowed here: {_section_fields(err['loc'][:-1])}"
+        elif "input" in err and not isinstance(err["input"], dict):
+            got_by_path.setdefault(path, f" (got {err['input']!r})")
+        msgs = msgs_by_path.setdefault(path, [])
+        if msg not in msgs:
+            msgs.append(msg)
+    lines = []
+    for path, msgs in msgs_by_path.items():
+        text = msgs[0] if len(msgs) == 1 else "none of the allowed forms fits: " + "; or ".join(msgs)
+        text += got_by_path.get(path, "")
+        lines.append(f"{path}: {text}" if path else text)
     return "invalid config:\n  " + "\n  ".join(lines)
 
 

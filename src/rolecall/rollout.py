@@ -3,10 +3,23 @@
 Each episode is an asyncio task. When every live task is waiting on a model call, the
 pending calls form one *wave*: a single `engine.generate` over all of them (mixed
 policies in one batch). Results resume the tasks, which issue the next wave, and so on.
+
+Episode wall-clock budget (`episode_timeout_s`): at every wave boundary, an episode that
+has run longer than its budget since it started is cut: its task is cancelled, its pending
+model calls are not sent (their reserved turns are dropped; completed turns stay), and it
+is marked `info["timed_out"] = True` with `info["elapsed_s"]`. Its final answer stays ""
+(the workflow never returned one), so it is scored like any answerless episode (a
+`no_answer` reward) rather than excluded: running out of time is the policy's behaviour,
+like a token-budget truncation. The rest of the batch proceeds. An episode that gets its
+last reply after the budget but needs no further call still finishes normally. Time spent
+waiting for a wave counts, since the episode is waiting on it. Only cooperative code can be
+cut: a workflow looping between awaits (`await asyncio.sleep(0)`) is, but one blocking the
+event loop without awaiting (a pure CPU loop) cannot be interrupted in-process.
 """
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Callable, Mapping
 
 from rolecall.engines.base import Engine, GenRequest
@@ -18,12 +31,12 @@ class _Waves:
     """Collects model calls until the event loop is idle, then serves them in one batch."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[GenRequest, asyncio.Future]] = []
+        self.pending: list[tuple[GenRequest, asyncio.Future, Episode]] = []
         self.served = 0  # number of the wave whose results are being handed out
 
-    def submit(self, req: GenRequest) -> asyncio.Future:
+    def submit(self, req: GenRequest, episode: Episode) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        self.pending.append((req, fut))
+        self.pending.append((req, fut, episode))
         return fut
 
 
@@ -43,7 +56,11 @@ class EpisodeTeam:
         turn = Turn(role=role, slot=slot or role, policy=policy, prompt_text="", completion_text="",
                     index=index)
         self.episode.turns.append(turn)  # reserve the position so turn order is call order
-        out = await self.waves.submit(GenRequest(messages, policy, self.max_new_tokens(role)))
+        try:
+            out = await self.waves.submit(GenRequest(messages, policy, self.max_new_tokens(role)), self.episode)
+        except asyncio.CancelledError:  # the episode ran out of time: this turn never happened
+            self.episode.turns.remove(turn)
+            raise
         turn.prompt_text, turn.completion_text = out.prompt_text, out.completion_text
         turn.prompt_ids, turn.completion_ids = out.prompt_ids, out.completion_ids
         turn.logprobs, turn.finish_reason = out.logprobs, out.finish_reason
@@ -64,18 +81,24 @@ async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
 
 async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int]], engine: Engine,
                    routes: Mapping[str, str], max_new_tokens: Callable[[str], int],
-                   temperature: float, on_wave: Callable[[int], None] | None) -> list[Episode]:
+                   temperature: float, on_wave: Callable[[int], None] | None,
+                   episode_timeout_s: float | None) -> list[Episode]:
     waves = _Waves()
     episodes = [Episode(problem=p, sample=g) for p, g in jobs]
+    started: dict[int, float] = {}  # episode index -> monotonic start time
 
-    async def one(ep: Episode) -> None:
+    async def one(i: int, ep: Episode) -> None:
+        started[i] = time.monotonic()
         ep.final_answer = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
 
-    tasks = [asyncio.create_task(one(ep)) for ep in episodes]
+    tasks = [asyncio.create_task(one(i, ep)) for i, ep in enumerate(episodes)]
     try:
         while not all(t.done() for t in tasks):
             await _settle(waves, tasks)
-            batch, waves.pending = waves.pending, []
+            if episode_timeout_s is not None:
+                _cut_overdue(tasks, episodes, started, episode_timeout_s)
+            batch = [(r, f) for r, f, ep in waves.pending if not (f.cancelled() or ep.info.get("timed_out"))]
+            waves.pending = []
             if not batch:
                 continue
             outs = engine.generate([r for r, _ in batch], temperature=temperature)
@@ -85,16 +108,33 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int]], engine: 
             if on_wave:
                 on_wave(len(batch))
         for t in tasks:
-            t.result()  # re-raise a workflow error with its own traceback
+            if not t.cancelled():  # cancelled = cut by the time budget, already marked
+                t.result()  # re-raise a workflow error with its own traceback
     finally:
         for t in tasks:
             t.cancel()
     return episodes
 
 
+def _cut_overdue(tasks: list[asyncio.Task], episodes: list[Episode], started: dict[int, float],
+                 budget_s: float) -> None:
+    """Cancel every live episode that has run longer than `budget_s`, and mark it."""
+    now = time.monotonic()
+    for i, (task, ep) in enumerate(zip(tasks, episodes)):
+        if i in started and not task.done() and now - started[i] > budget_s:
+            task.cancel()
+            ep.info["timed_out"] = True
+            ep.info["elapsed_s"] = round(now - started[i], 3)
+
+
 def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engine: Engine,
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
-            on_wave: Callable[[int], None] | None = None) -> list[Episode]:
-    """Episodes for every (problem, sample), ordered problem-major: index = p * G + g."""
+            on_wave: Callable[[int], None] | None = None,
+            episode_timeout_s: float | None = None) -> list[Episode]:
+    """Episodes for every (problem, sample), ordered problem-major: index = p * G + g.
+
+    `episode_timeout_s` is each episode's wall-clock budget (see the module docstring).
+    """
     jobs = [(p, g) for p in problems_P for g in range(group_size)]
-    return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave))
+    return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave,
+                                episode_timeout_s))

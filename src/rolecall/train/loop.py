@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -24,7 +25,10 @@ from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.train.batch import rows_for_policy
-from rolecall.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from rolecall.train.checkpoint import (checkpoint_fingerprint, discard_partial, latest_checkpoint, load_checkpoint,
+                                      save_checkpoint)
+from rolecall.train.compat import check_resume, run_fingerprint
+from rolecall.train.guards import NonFiniteStreak, nonfinite_counts
 from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir
 from rolecall.train.sinks import build_sinks
@@ -135,7 +139,7 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int) -> list[Episode]:
     torch.manual_seed(seed)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
-                   stack.cfg.rollout.temperature)
+                   stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s)
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
@@ -168,36 +172,41 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
     row.update(rollout_metrics(episodes, signatures=full))
+    row["rollout/timed_out_frac"] = fmean(bool(ep.info.get("timed_out")) for ep in episodes) if episodes else 0.0
+    # Unscorable and non-finite rewards alike (reward None) leave nothing to learn from.
     unscorable = sum(ep.reward is None for ep in episodes) / max(1, len(episodes))
+    policy_metrics: dict[str, dict] = {}
     if unscorable > cfg.reward.max_unscorable_frac:
         # The verifier failed on too much of the batch: an update would learn from noise.
         row["skipped/unscorable"] = 1.0
-        row["time/rollout_s"] = t_roll - t0
-        row["time/step_s"] = time.time() - t0
-        return row, episodes
-    rng = random.Random(cfg.train.seed * 31 + step)
-    for policy in stack.routing.trainable:
-        rows = rows_for_policy(turns, adv_N, policy)
-        if not rows:
-            continue
-        per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
-                                      pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
-                                      kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
-                                      grad_shares=full)
-        row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
-        for role, m in per_role.items():
-            row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
+    else:
+        rng = random.Random(cfg.train.seed * 31 + step)
+        for policy in stack.routing.trainable:
+            rows = rows_for_policy(turns, adv_N, policy)
+            if not rows:
+                continue
+            per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
+                                          pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
+                                          kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
+                                          grad_shares=full)
+            policy_metrics[policy] = pol
+            row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
+            for role, m in per_role.items():
+                row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
+    row.update(nonfinite_counts(episodes, policy_metrics))
     row["time/rollout_s"] = t_roll - t0
     row["time/step_s"] = time.time() - t0
     return row, episodes
 
 
-def train(cfg: Config, out: Path, *, resume: bool = False,
+def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
           on_event: Callable[[str, dict], None] | None = None, stop_after: int | None = None) -> Path:
     """Run (or continue) training into `out`. `on_event(kind, row)` sees every logged row.
 
     `stop_after` ends the process early after that step (as a kill would, but cleanly);
     the schedule still follows `train.steps`, so a resume continues the same trajectory.
+    A resume onto a different model, tokenizer, data, workflow, routing, LoRA or reward is
+    refused (`ResumeRefused`) unless `force`.
     """
     run = RunDir(out)
     t_start = time.time()
@@ -227,30 +236,39 @@ def train(cfg: Config, out: Path, *, resume: bool = False,
                         config=cfg.model_dump(mode="json"))
     try:
         start = 0
+        fingerprint = run_fingerprint(cfg, stack)
         if resume:
             ckpt = latest_checkpoint(run.path)
-            if ckpt is not None:
+            if ckpt is not None:  # refuse before anything in the run directory changes
+                for diff in check_resume(checkpoint_fingerprint(ckpt), fingerprint, force=force):
+                    warnings.warn(f"--force: resuming although {diff}", stacklevel=2)
                 start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
+            discard_partial(run.path, newer_than=start)  # a killed save's temp dirs, a crashed run's later steps
             run.truncate_after(start)
+        run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
         if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # after truncation: the monitor replays exactly what the run keeps
             monitor = build_monitor(cfg, stack.routing)
             monitor.restore(run.rows())
         if start == 0 and not any("val/accuracy" in r for r in run.rows()):
             validation(0)
-        skipped = 0
+        skipped, nonfinite = 0, NonFiniteStreak(cfg.train.max_nonfinite_steps)
         for step in range(start + 1, cfg.train.steps + 1):
             row, episodes = train_step(stack, step)
             emit("step", row)
             run.log_samples(step, episodes, cfg.train.samples_per_step)
             skipped = skipped + 1 if row.get("skipped/unscorable") else 0
-            if skipped >= cfg.reward.max_skipped_steps:
-                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+            halt: RuntimeError | None = nonfinite.observe(step, row)  # the more specific cause first
+            if halt is None and skipped >= cfg.reward.max_skipped_steps:
                 statuses = {k.removeprefix("reward/status_"): round(v, 3) for k, v in row.items() if k.startswith("reward/status_")}
-                raise VerifierFailure(
+                halt = VerifierFailure(
                     f"halted at step {step}: {skipped} steps in a row skipped because more than "
                     f"{cfg.reward.max_unscorable_frac:.0%} of episodes were unscorable (the {cfg.reward.name} verifier "
                     f"is failing; last step's statuses {statuses}). A checkpoint of step {step} was saved; "
                     f"see samples.jsonl, fix the verifier or data, then --resume.")
+            if halt is not None:
+                # Skipped and non-finite updates changed no weight: the saved state is sound.
+                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+                raise halt
             if step % cfg.train.val_every == 0 or step == cfg.train.steps:
                 validation(step)
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:

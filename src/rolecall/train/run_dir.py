@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from rolecall.config import Config, dump_config
+from rolecall.train.checkpoint import FINGERPRINT, write_durable
 from rolecall.types import Episode
 
 
@@ -14,6 +15,19 @@ def _clean(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+def _read_lines(path: Path) -> list[tuple[str, dict]]:
+    """(line, row) pairs; a torn last line (the process was killed mid-append) is dropped."""
+    lines = [x for x in path.read_text().splitlines() if x.strip()]
+    out = []
+    for i, x in enumerate(lines):
+        try:
+            out.append((x, json.loads(x)))
+        except ValueError:
+            if i < len(lines) - 1:
+                raise
+    return out
 
 
 class RunDir:
@@ -41,14 +55,18 @@ class RunDir:
     def rows(self) -> list[dict]:
         if not self.metrics.exists():
             return []
-        return [json.loads(x) for x in self.metrics.read_text().splitlines() if x.strip()]
+        return [row for _, row in _read_lines(self.metrics)]
 
     def truncate_after(self, step: int) -> None:
         """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
         for f in (self.metrics, self.samples, self.val_samples):
             if f.exists():
-                keep = [x for x in f.read_text().splitlines() if x.strip() and json.loads(x)["step"] <= step]
-                f.write_text("".join(x + "\n" for x in keep))
+                keep = "".join(x + "\n" for x, row in _read_lines(f) if row["step"] <= step)
+                write_durable(f, keep.encode())  # a kill while truncating must not lose the kept rows
+
+    def write_fingerprint(self, fingerprint: dict) -> None:
+        """What this run trains on (model, tokenizer, data, routing, reward); each checkpoint copies it."""
+        write_durable(self.path / FINGERPRINT, json.dumps(fingerprint, indent=1, sort_keys=True).encode())
 
     def log_samples(self, step: int, episodes: list[Episode], n: int, *, validation: bool = False) -> None:
         with open(self.val_samples if validation else self.samples, "a") as f:

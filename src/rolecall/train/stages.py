@@ -1,6 +1,7 @@
 """The pure stages between rollout and update: score episodes, compute per-turn advantages."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from rolecall.advantages import get_estimator
@@ -8,11 +9,17 @@ from rolecall.rewards.verifier import Verifier
 from rolecall.types import Episode, Problem, Turn
 
 
+NONFINITE = "nonfinite"  # status of an episode whose verifier returned NaN or Inf
+
+
 def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     """Grade each episode's final answer (and each voting candidate); `reward=None` = unscorable.
 
     Identical (problem, text) pairs are graded once: a voting episode's final answer is one
-    of its candidates, and a sandboxed code run is worth not repeating.
+    of its candidates, and a sandboxed code run is worth not repeating. A NaN/Inf reward
+    (a broken user verifier) never reaches the estimator as a number: the episode gets
+    reward None and status `nonfinite`, so it leaves the group statistics (A = 0) and is
+    counted apart from `unscorable`; the raw value is kept in `info["nonfinite_reward"]`.
     """
     wanted: dict[tuple[str, str], Problem] = {}
     for ep in episodes:
@@ -24,13 +31,21 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     for ep in episodes:
         s = graded[(ep.problem.uid, ep.final_answer)]
         ep.reward, ep.info["status"] = s.value, s.status
+        if _nonfinite(s.value):
+            ep.reward, ep.info["status"], ep.info["nonfinite_reward"] = None, NONFINITE, repr(s.value)
         if s.info:  # why the verifier decided so (failed test, judge overrun), for samples.jsonl
             ep.info["verdict"] = dict(s.info)
         if "candidates" in ep.info:
-            ep.info["candidate_rewards"] = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
-        status[s.status] += 1
+            values = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
+            ep.info["candidate_rewards"] = [None if _nonfinite(v) else v for v in values]
+        status[ep.info["status"]] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}
+
+
+def _nonfinite(value: float | None) -> bool:
+    """NaN or +-Inf; None (unscorable) is a missing value, not a non-finite one."""
+    return value is not None and not math.isfinite(value)
 
 
 def flatten(episodes: list[Episode]) -> tuple[list[Turn], list[Episode]]:

@@ -5,6 +5,13 @@ is not touched at all (a shared optimizer with stale zero grads would still appl
 and momentum). Mini-batches are split into token-budgeted micro-batches with gradient
 accumulation normalised by the whole mini-batch, so memory is bounded and the gradient
 is the same whatever the split.
+
+A mini-batch whose loss or gradient norm is NaN/Inf is skipped whole: no optimizer step,
+no scheduler step, its gradients discarded, so weights, AdamW moments and the learning-rate
+schedule are bit-identical to before it. The schedule counts optimizer steps taken
+(`build_stack` sizes it as steps x mini_batches x ppo_epochs), so a skipped update does not
+spend a warmup or decay step either. Skips are counted per source (`nonfinite_loss`,
+`nonfinite_grad`) for the trainer's halt rule.
 """
 from __future__ import annotations
 
@@ -149,7 +156,8 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
     the step's total gradient (the shares sum to 1), `grad_norm` its own norm. A policy with
     one role reports share 1 and the adapter's pre-clip norm.
     """
-    stats, grad_norms, skipped = _RoleStats(), [], 0
+    stats, grad_norms = _RoleStats(), []
+    skipped = {"loss": 0, "grad": 0}  # mini-batches not applied, by what was non-finite
     on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
     ref_sample = kl_ref_sample(rows, kl_ref_rows) if kl_ref else set()
     model.train()
@@ -189,7 +197,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                                                 clip_high=algo.clip_high, dual_clip=algo.dual_clip,
                                                 agg=algo.loss_agg, norm=norm)
                         finite &= bool(torch.isfinite(loss))
-                        if finite:
+                        if finite:  # after a non-finite micro-batch the mini-batch is lost anyway
                             loss.backward()
                         picked = [i for i, r in enumerate(mb) if id(r) in ref_sample]
                         ref = _ref_logp(model, {k: v[picked] for k, v in b.items()}, temperature) if picked else None
@@ -199,20 +207,22 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                         role_grads[role] = now if before is None else now - before
                         before = now
                 gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))  # pre-clip norm
-                if finite and math.isfinite(gn):
+                if not finite:
+                    skipped["loss"] += 1
+                elif not math.isfinite(gn):
+                    skipped["grad"] += 1
+                else:
                     popt.optimizer.step()
+                    popt.scheduler.step()
                     grad_norms.append(gn)
                     if grad_shares or len(roles) == 1:
                         _add_grad_shares(stats, roles, role_grads, gn)
-                else:  # a non-finite loss or gradient changes nothing
-                    skipped += 1
-                popt.optimizer.zero_grad(set_to_none=True)
-        popt.scheduler.step()
+                popt.optimizer.zero_grad(set_to_none=True)  # a skipped mini-batch's gradients go too
     per_role = stats.result()
     tok = sum(s["tokens"] for s in per_role.values())
     policy_metrics = {"grad_norm": fmean(grad_norms) if grad_norms else float("nan"),
                       "lr": popt.scheduler.get_last_lr()[0], "rows": len(rows), "tokens": tok,
-                      "nonfinite_skipped": skipped}
+                      "nonfinite_loss": skipped["loss"], "nonfinite_grad": skipped["grad"]}
     for key in ("loss", "chi2_token", "training_ppl", "rollout_ppl", "kl", "k3_kl", "kl_ref", "entropy", "clip_frac"):
         w = [(s[key], s["tokens"]) for s in per_role.values() if key in s]
         if w:

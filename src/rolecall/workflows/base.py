@@ -52,7 +52,7 @@ class Workflow:
 def positive_int_option(name: str, value: Any) -> int:
     """Validate a count option (`n_voters`, `rounds` ...): an int >= 1, else a ValueError naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"workflow.options.{name} must be an integer >= 1, got {value!r}")
+        raise ValueError(f"workflow.options.{name}: must be an integer >= 1, got {value!r}")
     return value
 
 
