@@ -16,12 +16,12 @@ from rolecall.train.update import _collect, _RoleStats, update_policy
 
 
 def test_collect_matches_hand_computation():
-    # One row: prompt of 2 tokens, completion of 2 tokens -> mask positions 1 and 2 (of L-1 = 3).
+    # One row: prompt of 2 tokens, completion of 2 tokens -> columns 0 and 1 (plus one pad column).
     row = Row(ids=[5, 6, 7, 8], n_prompt=2, rollout_logp=[-1.0, -2.0], advantage=1.0, role="g", slot="g0")
-    b = collate([row], pad_id=0)
-    logp = torch.tensor([[0.0, -0.5, -2.5]])  # π on the completion: -0.5, -2.5
-    ref = torch.tensor([[0.0, -1.5, -2.0]])   # base model on the same tokens
-    ent = torch.tensor([[0.0, 0.7, 0.9]])
+    b = collate([row], pad_id=0, width=3)
+    logp = torch.tensor([[-0.5, -2.5, 0.0]])  # π on the completion: -0.5, -2.5
+    ref = torch.tensor([[-1.5, -2.0, 0.0]])   # base model on the same tokens
+    ent = torch.tensor([[0.7, 0.9, 0.0]])
     stats = _RoleStats()
     _collect(stats, [row], b, logp, logp.clone(), ent, AlgoCfg(), ref[[0]], [0])
     m = stats.result()["g"]

@@ -9,6 +9,7 @@ from rolecall.engines.hf import HFEngine
 from rolecall.loss import token_logprobs_and_entropy
 from rolecall.policies.model import attach_adapters, load_base
 from rolecall.train.batch import Row, collate
+from rolecall.train.forward import completion_logits
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_sampling_logprobs_match_trainer_forward(two_adapter_model):
     model.set_adapter("gen")
     model.eval()
     with torch.no_grad():
-        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1]
+        logits = completion_logits(model, b)
     logp, _ = token_logprobs_and_entropy(logits, b["targets"], 0.7)
     m = b["mask"] > 0
     assert m.sum() > 5
@@ -100,3 +101,28 @@ def test_over_budget_prompt_is_not_generated_and_the_rest_proceeds(two_adapter_m
     out = eng.generate(reqs, temperature=1.0)
     assert out[1].completion_ids == [] and out[1].finish_reason == "length" and len(out[1].prompt_ids) > 30
     assert out[0].completion_ids and out[2].completion_ids  # the rest of the wave ran
+
+
+def test_shared_prefill_changes_no_token_and_no_logprob(two_adapter_model, monkeypatch):
+    """Repeated prompts share one prefill; the output equals generation without sharing."""
+    model, tok = two_adapter_model
+    eng = HFEngine(model, tok)
+    prompts = ["1+1", "23+45", "1+1", "23+45", "1+1", "7-2"]
+    policies = ["gen", "gen", "gen", "agg", "agg", "agg"]  # "23+45" repeats under two policies
+    calls = []
+    real = HFEngine._shared_prefill
+
+    def spy(self, ids, attn, pols):
+        cache = real(self, ids, attn, pols)
+        calls.append(cache is not None)
+        return cache
+
+    monkeypatch.setattr(HFEngine, "_shared_prefill", spy)
+    shared = eng.generate(_reqs(policies, prompts), temperature=0)
+    assert calls == [True]
+    monkeypatch.setattr(HFEngine, "_shared_prefill", lambda self, *a: None)
+    plain = eng.generate(_reqs(policies, prompts), temperature=0)
+    for s, p in zip(shared, plain):
+        assert s.completion_ids == p.completion_ids
+        torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(p.logprobs), atol=1e-4, rtol=0)
+    assert shared[0].completion_ids != shared[4].completion_ids or shared[1].completion_ids != shared[3].completion_ids

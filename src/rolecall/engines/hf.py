@@ -95,10 +95,13 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()  # PEFT mixed-adapter batches work only in eval mode
         try:
-            with self._policies([r.policy for r in reqs]):
-                seq = self.model.generate(input_ids=input_ids.to(self.model.device),
-                                          attention_mask=attn.to(self.model.device), generation_config=cfg,
-                                          logits_processor=LogitsProcessorList([rec]))
+            input_ids, attn = input_ids.to(self.model.device), attn.to(self.model.device)
+            policies = [r.policy for r in reqs]
+            cache = self._shared_prefill(input_ids, attn, policies)
+            with self._policies(policies):
+                seq = self.model.generate(input_ids=input_ids, attention_mask=attn, generation_config=cfg,
+                                          logits_processor=LogitsProcessorList([rec]),
+                                          **({"past_key_values": cache} if cache is not None else {}))
         finally:
             self.model.train(was_training)
         rec.collect(seq)
@@ -106,6 +109,31 @@ class HFEngine:
         lp_B_T = torch.stack(rec.logprobs_B_T, 1).tolist() if rec.logprobs_B_T else [[] for _ in reqs]
         return [self._finish(text, ids, gen, lp, r.max_new_tokens)
                 for text, ids, gen, lp, r in zip(texts, ids_B, gen_B_T, lp_B_T, reqs)]
+
+    def _shared_prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str]):
+        """The KV cache of every row's prompt but its last token, computed once per distinct
+        (prompt, policy) and shared by the rows that repeat it; None when no row repeats.
+
+        A wave holds the G samples of each problem with identical prompts: their prefill is
+        the same work G times over. `generate` then runs only the last prompt token per row.
+        """
+        keys = [(tuple(row), p) for row, p in zip(input_ids_B.tolist(), policies_B)]
+        first: dict[tuple, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        if len(first) == len(keys) or input_ids_B.shape[1] < 2:
+            return None
+        from transformers import DynamicCache
+
+        rep_U = list(first.values())
+        slot = {k: u for u, k in enumerate(first)}
+        ids_U, attn_U = input_ids_B[rep_U, :-1], attn_B[rep_U, :-1]
+        cache = DynamicCache()
+        with self._policies([policies_B[i] for i in rep_U]):
+            self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
+                       past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache.reorder_cache(torch.tensor([slot[k] for k in keys], device=input_ids_B.device))
+        return cache
 
     def _policies(self, row_policies: list[str]):
         """The context that runs each row on its policy (the chunk is one the model can mix)."""

@@ -27,6 +27,7 @@ from rolecall.config import AlgoCfg, OptimCfg
 from rolecall.loss import ppo_clip_loss, token_logprobs, token_logprobs_and_entropy
 from rolecall.policies.model import active_policy, adapter_params
 from rolecall.train.batch import Row, collate, micro_batches
+from rolecall.train.forward import completion_logits
 
 _CLAMP = 20.0  # log-ratio clamp of every importance-ratio diagnostic (as the paper's code)
 
@@ -86,15 +87,13 @@ class _RoleStats:
 
 
 def _forward(model, batch: dict, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
-    return token_logprobs_and_entropy(logits, batch["targets"], temperature)
+    return token_logprobs_and_entropy(completion_logits(model, batch), batch["targets"], temperature)
 
 
 def _ref_logp(model, batch: dict, temperature: float) -> torch.Tensor:
     """Log-probs of the same tokens under the base model (every adapter off), for kl_ref."""
     with torch.no_grad(), model.disable_adapter():
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
-        return token_logprobs(logits, batch["targets"], temperature)
+        return token_logprobs(completion_logits(model, batch), batch["targets"], temperature)
 
 
 def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg,
@@ -169,7 +168,7 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                     b = collate(mb, pad_id, model.device)
                     lp, _ = _forward(model, b, temperature)
                     for r, x in zip(mb, lp):
-                        old_by_row[id(r)] = x[: len(r.ids) - 1]
+                        old_by_row[id(r)] = x[: r.n_completion]
         for _ in range(algo.ppo_epochs):
             order = rows[:]
             rng.shuffle(order)
@@ -200,7 +199,8 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                         if finite:  # after a non-finite micro-batch the mini-batch is lost anyway
                             loss.backward()
                         picked = [i for i, r in enumerate(mb) if id(r) in ref_sample]
-                        ref = _ref_logp(model, {k: v[picked] for k, v in b.items()}, temperature) if picked else None
+                        ref = _ref_logp(model, collate([mb[i] for i in picked], pad_id, model.device, width=logp.shape[1]),
+                                        temperature) if picked else None
                         _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref, picked)
                     if grad_shares and len(roles) > 1:  # the gradient this role added to the shared adapter
                         now = _flat_grad(popt.params)

@@ -1,0 +1,32 @@
+"""The trainer's forward pass: each distinct prompt once, every completion on its prompt's cache.
+
+Equal, up to float rounding, to running every row's full prompt + completion through the
+model, but a group of G samples pays for its prompt once instead of G times. Gradients
+reach the prompt's activations through the shared keys and values (index_select is
+differentiable), so the result is the same loss and the same gradient.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def completion_logits(model, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits [B, Wc, V] whose column j predicts completion token j of each row (see `batch.collate`)."""
+    p_attn_U, prompt_of_B = b["prompt_attention_mask"], b["prompt_of_row"]
+    # Left padding: real prompt tokens sit at positions 0..n-1 whatever the padding.
+    p_pos_U = (p_attn_U.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=b["prompt_ids"], attention_mask=p_attn_U, position_ids=p_pos_U, use_cache=True,
+                logits_to_keep=1)
+    first_B = out.logits[:, -1][prompt_of_B]  # the prompt's last token predicts completion token 0
+    c_ids_B = b["completion_ids"]
+    if c_ids_B.shape[1] == 1:
+        return first_B.unsqueeze(1)
+    cache = out.past_key_values
+    cache.reorder_cache(prompt_of_B)  # U prompts -> B rows, each row reading its own prompt
+    n_prompt_B = p_attn_U.sum(-1)[prompt_of_B]
+    c_pos_B = n_prompt_B.unsqueeze(1) + torch.arange(c_ids_B.shape[1] - 1, device=c_ids_B.device)
+    attn_B = torch.cat([p_attn_U[prompt_of_B], b["completion_attention_mask"][:, :-1]], 1)
+    # The last completion token predicts nothing: the completion pass stops one short.
+    rest = model(input_ids=c_ids_B[:, :-1], attention_mask=attn_B, position_ids=c_pos_B,
+                 past_key_values=cache, use_cache=True).logits
+    return torch.cat([first_B.unsqueeze(1), rest], 1)
