@@ -1,0 +1,112 @@
+"""Issue 5 item 2: two cooperating roles, rolecall vs CoMLRL's MAGRPO, on the same work.
+
+The work of one step, as CoMLRL's MAGRPO does it (benchmarks/results/comlrl_notes.md):
+one 2-digit addition problem; two agents answer it independently, 8 samples each, at most
+32 new tokens, temperature 0.6; agent 0 with the `generator` prompt, agent 1 with the
+`worker` prompt and the strategy "Add the ones, then the tens."; sample j of one agent is
+paired with sample j of the other and the pair scores 1 if either last `\\boxed{}` is the
+sum; advantages are that joint reward normalised over the 8 pairs; each agent takes one
+update. 16 completions per step.
+
+CoMLRL does it with one full model copy per agent and full-weight REINFORCE; rolecall does
+it with one shared base and one LoRA per role (r 16, alpha 32, Isolated-Policy) and its
+PPO-clip update. The pairing and joint reward are a two-role workflow and a verifier
+defined here, through rolecall's public extension points (a `module:Class` workflow and
+the `Verifier` protocol). CoMLRL's sampler also applies top-p 0.6 / top-k 50, which
+rolecall's engine does not (negligible cost; completion tokens are reported so length
+differences are visible). The arms alternate; CoMLRL runs in its own venv
+(`benchmarks/comlrl_setup.sh`) through `benchmarks/comlrl_arm.py`.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from statistics import fmean, median
+
+from rolecall.rewards.base import Score
+from rolecall.rewards.math import grade_math
+from rolecall.types import Problem
+from rolecall.workflows.base import Team, Workflow, user
+
+STRATEGY = "Add the ones, then the tens."
+_SEP = "\n\u241e\n"  # joins the pair's answers into one final answer for the verifier
+
+
+class CooperativePair(Workflow):
+    """Two roles answer the same problem independently (one wave); the pair is the answer."""
+
+    name = "cooperative_pair"
+    roles = ("generator", "worker")
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        a, b = await asyncio.gather(
+            team.call("generator", [user(self.render("generator", problem=problem.prompt))]),
+            team.call("worker", [user(self.render("worker", problem=problem.prompt, strategy=STRATEGY))]))
+        return a + _SEP + b
+
+
+class EitherCorrect:
+    """Joint reward of the pair: 1 if either answer's last box equals the gold answer."""
+
+    name = "either_correct"
+
+    def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
+        out = []
+        for text, p in zip(completions, problems, strict=True):
+            ok = any(grade_math(part, p.answer, checker="strict").value == 1.0 for part in text.split(_SEP))
+            out.append(Score(1.0 if ok else 0.0, "ok" if ok else "wrong"))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int = 0, warmup: int = 1) -> dict:
+    from rolecall.config import load_config
+    from rolecall.train.loop import build_stack, train_step
+
+    cfg = load_config(None, ["workflow.name=benchmarks.comlrl_compare:CooperativePair", "task.ops=+",
+                             "rollout.problems_per_step=1", f"rollout.group_size={group}",
+                             f"rollout.max_new_tokens={max_new_tokens}", "rollout.temperature=0.6",
+                             f"train.seed={seed}", "train.threads=2"])
+    stack = build_stack(cfg)
+    stack.verifier.close()
+    stack.verifier = EitherCorrect()
+    times, tokens = [], []
+    for step in range(1, warmup + steps + 1):
+        t0 = time.perf_counter()
+        _, eps = train_step(stack, step)
+        if step > warmup:
+            times.append(time.perf_counter() - t0)
+            tokens.append(sum(len(t.completion_ids) for e in eps for t in e.turns))
+    completions = 2 * group
+    return {"s_per_step": fmean(times), "completions_per_s": completions / fmean(times),
+            "completion_tokens_per_s": fmean(tokens) / fmean(times), "mean_completion_tokens": fmean(tokens) / completions,
+            "step_s": times}
+
+
+def compare(rounds: int = 2, steps: int = 10) -> dict:
+    """Alternating runs; the ratio is rolecall's completions/s over CoMLRL's, median over rounds."""
+    from benchmarks.comlrl_arm import ensure_venv, run_arm
+
+    python = ensure_venv()
+    arms: dict[str, list[dict]] = {"comlrl": [], "rolecall": []}
+    for r in range(rounds):
+        for arm in (("comlrl", "rolecall") if r % 2 == 0 else ("rolecall", "comlrl")):
+            if arm == "comlrl":
+                arms[arm].append(run_arm(python, steps=steps, threads=2, seed=r))
+            else:
+                arms[arm].append(rolecall_run(steps, seed=r))
+    ratio = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
+    return {"rounds": rounds, "timed_steps_per_run": steps, "agents": 2, "group_size": 8, "max_new_tokens": 32,
+            "comlrl": arms["comlrl"], "rolecall": arms["rolecall"], "ratio_per_round": ratio,
+            "comlrl_throughput_ratio": median(ratio)}
+
+
+if __name__ == "__main__":
+    import json
+
+    import torch
+
+    torch.set_num_threads(2)
+    print(json.dumps(compare(), indent=2))
