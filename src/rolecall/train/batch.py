@@ -59,13 +59,23 @@ def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
     one prompt land in the same micro-batch and share its forward pass; a single row over
     the budget still gets a micro-batch of its own (it cannot be split).
     """
+    # Running totals instead of recomputing `padded_cost` per row (quadratic in rows and
+    # prompt length at paper scale). In this order equal prompts are adjacent and the
+    # current row has the longest prompt so far.
     out: list[list[Row]] = []
     cur: list[Row] = []
-    for r in sorted(rows, key=lambda r: (r.n_prompt, _prompt(r), r.n_completion)):
-        if cur and padded_cost(cur + [r]) > max_tokens:
+    n_prompts = longest_completion = 0
+    prev: tuple[int, ...] | None = None
+    for key, r in sorted(((_prompt(r), r) for r in rows), key=lambda kr: (len(kr[0]), kr[0], kr[1].n_completion)):
+        new = key != prev
+        cost = (n_prompts + new) * len(key) + (len(cur) + 1) * max(longest_completion, r.n_completion)
+        if cur and cost > max_tokens:
             out.append(cur)
-            cur = []
+            cur, n_prompts, longest_completion, new = [], 0, 0, True
         cur.append(r)
+        n_prompts += new
+        longest_completion = max(longest_completion, r.n_completion)
+        prev = key
     if cur:
         out.append(cur)
     return out
@@ -83,10 +93,11 @@ def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = No
     token j. `width` pads the completion columns to at least that many.
     """
     prompts: dict[tuple[int, ...], int] = {}
+    prompt_of_row = []
     for r in rows:
         if r.n_prompt < 1:
             raise ValueError(f"row of role {r.role!r} has no prompt token: nothing predicts its first completion token")
-        prompts.setdefault(_prompt(r), len(prompts))
+        prompt_of_row.append(prompts.setdefault(_prompt(r), len(prompts)))
     wp = max(map(len, prompts))
     wc = max([r.n_completion for r in rows] + [width or 0, 1])
     prompt_ids = torch.full((len(prompts), wp), pad_id, dtype=torch.long)
@@ -104,7 +115,7 @@ def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = No
         lp = r.rollout_logp[: len(c)]
         rollout[i, : len(lp)] = torch.tensor(lp)
     out = {"prompt_ids": prompt_ids, "prompt_attention_mask": prompt_attn,
-           "prompt_of_row": torch.tensor([prompts[_prompt(r)] for r in rows], dtype=torch.long),
+           "prompt_of_row": torch.tensor(prompt_of_row, dtype=torch.long),
            "completion_ids": ids, "completion_attention_mask": mask.long(), "targets": ids, "mask": mask,
            "rollout_logp": rollout, "adv": torch.tensor([r.advantage for r in rows], dtype=torch.float32)}
     return out if device is None else {k: v.to(device) for k, v in out.items()}
