@@ -97,9 +97,11 @@ def mixed_adapter(batch: int = 48, new_tokens: int = 32, repeats: int = 5) -> di
 
 @torch.no_grad()
 def single_policy_paths(batch: int = 48, new_tokens: int = 32, repeats: int = 3) -> dict:
-    """One-adapter batch two ways: PEFT's plain path (set_adapter, what the engine uses when a
-    chunk has one policy) vs per-row adapter names (PEFT's mixed path, all rows the same)."""
+    """One-adapter batch two ways: the LoRA router's one-policy mode (what the engine uses when
+    a chunk has one policy) vs PEFT's per-row adapter names (its mixed path, all rows the same)."""
     from transformers import GenerationConfig
+
+    from rolecall.policies.lora_router import router_for
 
     engine, names = _engine_with_adapters(3)
     model, tok = engine.model, engine.tok
@@ -115,8 +117,8 @@ def single_policy_paths(batch: int = 48, new_tokens: int = 32, repeats: int = 3)
         if by_names:
             model.generate(**enc, generation_config=cfg, adapter_names=[names[0]] * batch)
         else:
-            model.set_adapter(names[0])
-            model.generate(**enc, generation_config=cfg)
+            with router_for(model).policy(names[0]):
+                model.generate(**enc, generation_config=cfg)
         return batch * new_tokens / (time.perf_counter() - t0)
 
     rate(False)
@@ -124,7 +126,7 @@ def single_policy_paths(batch: int = 48, new_tokens: int = 32, repeats: int = 3)
     for _ in range(repeats):  # alternate the arms
         plain.append(rate(False))
         by_names.append(rate(True))
-    return {"batch": batch, "new_tokens": new_tokens, "set_adapter_tokens_per_s": median(plain),
+    return {"batch": batch, "new_tokens": new_tokens, "one_policy_tokens_per_s": median(plain),
             "adapter_names_tokens_per_s": median(by_names), "speedup": median(plain) / median(by_names)}
 
 

@@ -1,10 +1,10 @@
 """Local Hugging Face engine: one `generate` per wave, rows with different LoRA adapters.
 
-A chunk with one policy runs PEFT's plain path (`set_adapter`). A mixed chunk runs every
-LoRA layer once for all rows with a row mask (`policies/mixed_lora.py`); where that cannot
-represent the adapters (DoRA, LoRA bias, ...) it is split into one batch per policy. PEFT's
-own per-row `adapter_names` is not used: it is no faster than one batch per policy and
-refuses DoRA. Sampling log-probs
+Adapters are switched by the model's LoRA router (`policies/lora_router.py`): a chunk with
+one policy runs that adapter alone; a mixed chunk runs every LoRA layer once for all rows
+with a row mask; where the router cannot represent the adapters (DoRA, LoRA bias, ...) a
+mixed chunk is split into one batch per policy. PEFT's own per-row `adapter_names` is not
+used: it is no faster than one batch per policy and refuses DoRA. Sampling log-probs
 are recorded step by step by a logits processor that also applies the temperature, so
 they are exactly the distribution sampled from, with O(batch x vocab) extra memory.
 """
@@ -15,8 +15,8 @@ from contextlib import nullcontext
 import torch
 
 from rolecall.engines.base import GenOutput, GenRequest
-from rolecall.policies import mixed_lora
-from rolecall.policies.model import active_policy
+from rolecall.policies.lora_router import router_for
+from rolecall.policies.model import set_training
 
 
 class _TemperatureAndLogprobs:
@@ -93,7 +93,7 @@ class HFEngine:
         cfg = GenerationConfig(max_new_tokens=budget, do_sample=temperature > 0, temperature=1.0,
                                top_k=None, top_p=1.0, pad_token_id=pad, eos_token_id=self.stop_ids)
         was_training = self.model.training
-        self.model.eval()  # PEFT mixed-adapter batches work only in eval mode
+        set_training(self.model, False)  # no dropout while sampling
         try:
             input_ids, attn = input_ids.to(self.model.device), attn.to(self.model.device)
             policies = [r.policy for r in reqs]
@@ -103,7 +103,7 @@ class HFEngine:
                                           logits_processor=LogitsProcessorList([rec]),
                                           **({"past_key_values": cache} if cache is not None else {}))
         finally:
-            self.model.train(was_training)
+            set_training(self.model, was_training)
         rec.collect(seq)
         gen_B_T = seq[:, width:].tolist()
         lp_B_T = torch.stack(rec.logprobs_B_T, 1).tolist() if rec.logprobs_B_T else [[] for _ in reqs]
@@ -139,18 +139,19 @@ class HFEngine:
         """The context that runs each row on its policy (the chunk is one the model can mix)."""
         if not hasattr(self.model, "peft_config"):
             return nullcontext()
+        router = router_for(self.model)
         if len(set(row_policies)) == 1:
-            # Most waves (all generators, all aggregators, everything under SP): PEFT's plain
-            # path, ~1.4x faster than per-row adapter names on the embedded model.
-            return active_policy(self.model, row_policies[0])
-        return mixed_lora.row_adapters(self.model, row_policies)
+            # Most waves (all generators, all aggregators, everything under SP): one adapter,
+            # no row mask.
+            return router.policy(row_policies[0])
+        return router.rows(row_policies)
 
     def _chunks(self, requests: list[GenRequest], todo: list[int]) -> list[list[int]]:
         """Row indices per generate call: at most max_batch rows, one policy per call unless
         the model can mix these policies in one batch."""
         policies = [requests[i].policy for i in todo]
         mixable = not hasattr(self.model, "peft_config") or len(set(policies)) <= 1 \
-            or mixed_lora.supports(self.model, policies)
+            or router_for(self.model).plain(policies)
         groups = [todo] if mixable else [[i for i in todo if requests[i].policy == p] for p in dict.fromkeys(policies)]
         return [g[lo:lo + self.max_batch] for g in groups for lo in range(0, len(g), self.max_batch)]
 

@@ -18,6 +18,7 @@ class Row:
     advantage: float
     role: str
     slot: str
+    policy: str = ""  # the adapter that trains on it (rows of several policies can share a forward)
 
     @property
     def n_completion(self) -> int:
@@ -35,12 +36,14 @@ def rows_for_policy(turns: list[Turn], advantages: list[float], policy: str) -> 
             raise ValueError(f"turn {t.slot!r}: engine returned {len(t.logprobs)} log-probs for "
                              f"{len(t.completion_ids)} completion tokens")
         if t.completion_ids:
-            rows.append(Row(t.prompt_ids + t.completion_ids, len(t.prompt_ids), list(t.logprobs), a, t.role, t.slot))
+            rows.append(Row(t.prompt_ids + t.completion_ids, len(t.prompt_ids), list(t.logprobs), a, t.role, t.slot,
+                            policy))
     return rows
 
 
-def _prompt(r: Row) -> tuple[int, ...]:
-    return tuple(r.ids[: r.n_prompt])
+def _prompt(r: Row) -> tuple[str, tuple[int, ...]]:
+    """A prompt's key: its tokens under its policy (another adapter gives other keys and values)."""
+    return r.policy, tuple(r.ids[: r.n_prompt])
 
 
 def padded_cost(rows: list[Row]) -> int:
@@ -49,7 +52,7 @@ def padded_cost(rows: list[Row]) -> int:
     if not rows:
         return 0
     prompts = {_prompt(r) for r in rows}
-    return len(prompts) * max(map(len, prompts)) + len(rows) * max(r.n_completion for r in rows)
+    return len(prompts) * max(len(p) for _, p in prompts) + len(rows) * max(r.n_completion for r in rows)
 
 
 def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
@@ -65,10 +68,10 @@ def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
     out: list[list[Row]] = []
     cur: list[Row] = []
     n_prompts = longest_completion = 0
-    prev: tuple[int, ...] | None = None
-    for key, r in sorted(((_prompt(r), r) for r in rows), key=lambda kr: (len(kr[0]), kr[0], kr[1].n_completion)):
+    prev: tuple | None = None
+    for key, r in sorted(((_prompt(r), r) for r in rows), key=lambda kr: (len(kr[0][1]), kr[0], kr[1].n_completion)):
         new = key != prev
-        cost = (n_prompts + new) * len(key) + (len(cur) + 1) * max(longest_completion, r.n_completion)
+        cost = (n_prompts + new) * len(key[1]) + (len(cur) + 1) * max(longest_completion, r.n_completion)
         if cur and cost > max_tokens:
             out.append(cur)
             cur, n_prompts, longest_completion, new = [], 0, 0, True
@@ -82,7 +85,7 @@ def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
 
 
 def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = None,
-            width: int | None = None) -> dict[str, torch.Tensor]:
+            width: int | None = None, policies: list[str] | None = None) -> dict[str, torch.Tensor]:
     """Tensors for `train.forward.completion_logits`, each distinct prompt stored once.
 
     A group's samples share their prompt token for token, so the prompt goes through the
@@ -90,19 +93,21 @@ def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = No
     group size 8). `prompt_ids` [U, Wp] are left-padded (the last column is every prompt's
     last token); `prompt_of_row` [B] maps rows to prompts; `completion_ids` [B, Wc] are
     right-padded. `targets`, `mask` and `rollout_logp` are [B, Wc]: column j is completion
-    token j. `width` pads the completion columns to at least that many.
+    token j. `width` pads the completion columns to at least that many. With `policies`,
+    `policy_of_prompt` [U] and `policy_of_row` [B] index each prompt's and row's policy in
+    that list (for a forward that mixes policies).
     """
-    prompts: dict[tuple[int, ...], int] = {}
+    prompts: dict[tuple, int] = {}
     prompt_of_row = []
     for r in rows:
         if r.n_prompt < 1:
             raise ValueError(f"row of role {r.role!r} has no prompt token: nothing predicts its first completion token")
         prompt_of_row.append(prompts.setdefault(_prompt(r), len(prompts)))
-    wp = max(map(len, prompts))
+    wp = max(len(p) for _, p in prompts)
     wc = max([r.n_completion for r in rows] + [width or 0, 1])
     prompt_ids = torch.full((len(prompts), wp), pad_id, dtype=torch.long)
     prompt_attn = torch.zeros((len(prompts), wp), dtype=torch.long)
-    for p, u in prompts.items():
+    for (_, p), u in prompts.items():
         prompt_ids[u, wp - len(p):] = torch.tensor(p)
         prompt_attn[u, wp - len(p):] = 1
     ids = torch.full((len(rows), wc), pad_id, dtype=torch.long)
@@ -118,4 +123,8 @@ def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = No
            "prompt_of_row": torch.tensor(prompt_of_row, dtype=torch.long),
            "completion_ids": ids, "completion_attention_mask": mask.long(), "targets": ids, "mask": mask,
            "rollout_logp": rollout, "adv": torch.tensor([r.advantage for r in rows], dtype=torch.float32)}
+    if policies is not None:
+        index = {p: k for k, p in enumerate(policies)}
+        out["policy_of_prompt"] = torch.tensor([index[pol] for pol, _ in prompts], dtype=torch.long)
+        out["policy_of_row"] = torch.tensor([index[r.policy] for r in rows], dtype=torch.long)
     return out if device is None else {k: v.to(device) for k, v in out.items()}

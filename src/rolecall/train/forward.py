@@ -7,12 +7,22 @@ differentiable), so the result is the same loss and the same gradient.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 
-def completion_logits(model, b: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Logits [B, Wc, V] whose column j predicts completion token j of each row (see `batch.collate`)."""
+def completion_logits(model, b: dict[str, torch.Tensor],
+                      route: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+    """Logits [B, Wc, V] whose column j predicts completion token j of each row (see `batch.collate`).
+
+    `route(policy_index)` is called before each of the two model calls with the policy of
+    every row of that call (`policy_of_prompt`, then `policy_of_row`), for a forward that
+    mixes policies (`LoraRouter.mixed`).
+    """
     p_attn_U, prompt_of_B = b["prompt_attention_mask"], b["prompt_of_row"]
+    if route is not None:
+        route(b["policy_of_prompt"])
     # Left padding: real prompt tokens sit at positions 0..n-1 whatever the padding.
     p_pos_U = (p_attn_U.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=b["prompt_ids"], attention_mask=p_attn_U, position_ids=p_pos_U, use_cache=True,
@@ -27,6 +37,8 @@ def completion_logits(model, b: dict[str, torch.Tensor]) -> torch.Tensor:
     c_pos_B = n_prompt_B.unsqueeze(1) + torch.arange(c_ids_B.shape[1] - 1, device=c_ids_B.device)
     attn_B = torch.cat([p_attn_U[prompt_of_B], b["completion_attention_mask"][:, :-1]], 1)
     # The last completion token predicts nothing: the completion pass stops one short.
+    if route is not None:
+        route(b["policy_of_row"])
     rest = model(input_ids=c_ids_B[:, :-1], attention_mask=attn_B, position_ids=c_pos_B,
                  past_key_values=cache, use_cache=True).logits
     return torch.cat([first_B.unsqueeze(1), rest], 1)

@@ -33,7 +33,7 @@ from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir
 from rolecall.train.sinks import build_sinks
 from rolecall.train.stages import advantages, score
-from rolecall.train.update import PolicyOptim, build_optimizers, update_policy
+from rolecall.train.update import PolicyOptim, build_optimizers, update_policies
 from rolecall.types import Episode, Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts
 
@@ -181,14 +181,12 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
         row["skipped/unscorable"] = 1.0
     else:
         rng = random.Random(cfg.train.seed * 31 + step)
-        for policy in stack.routing.trainable:
-            rows = rows_for_policy(turns, adv_N, policy)
-            if not rows:
-                continue
-            per_role, pol = update_policy(stack.model, policy, rows, stack.optims[policy], cfg.algo, cfg.optim,
-                                          pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
-                                          kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
-                                          grad_shares=full)
+        rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in stack.routing.trainable}
+        updated = update_policies(stack.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim,
+                                  pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
+                                  kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
+                                  grad_shares=full)
+        for policy, (per_role, pol) in updated.items():
             policy_metrics[policy] = pol
             row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
             for role, m in per_role.items():

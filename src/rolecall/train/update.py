@@ -18,14 +18,16 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import fmean
 
 import torch
 
 from rolecall.config import AlgoCfg, OptimCfg
 from rolecall.loss import ppo_clip_loss, token_logprobs, token_logprobs_and_entropy
-from rolecall.policies.model import active_policy, adapter_params
+from rolecall.policies.lora_router import router_for
+from rolecall.policies.model import adapter_params, set_training
+from rolecall.policies.routing import BASE_POLICY
 from rolecall.train.batch import Row, collate, micro_batches
 from rolecall.train.forward import completion_logits
 
@@ -86,14 +88,32 @@ class _RoleStats:
         return out
 
 
-def _forward(model, batch: dict, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    return token_logprobs_and_entropy(completion_logits(model, batch), batch["targets"], temperature)
+def _forward(model, batch: dict, temperature: float, route=None) -> tuple[torch.Tensor, torch.Tensor]:
+    return token_logprobs_and_entropy(completion_logits(model, batch, route), batch["targets"], temperature)
 
 
-def _ref_logp(model, batch: dict, temperature: float) -> torch.Tensor:
-    """Log-probs of the same tokens under the base model (every adapter off), for kl_ref."""
-    with torch.no_grad(), model.disable_adapter():
-        return token_logprobs(completion_logits(model, batch), batch["targets"], temperature)
+def _ref_logps(model, rows: list[Row], pad_id: int, temperature: float, max_tokens: int) -> dict[int, torch.Tensor]:
+    """Log-probs of these rows' completion tokens under the base model (every adapter off), for
+    kl_ref, by id(row). The base is the same for every policy: one pass over all of them."""
+    out: dict[int, torch.Tensor] = {}
+    with torch.no_grad(), router_for(model).policy(BASE_POLICY):
+        for mb in micro_batches(rows, max_tokens):
+            b = collate(mb, pad_id, model.device)
+            for r, x in zip(mb, token_logprobs(completion_logits(model, b), b["targets"], temperature)):
+                out[id(r)] = x[: r.n_completion]
+    return out
+
+
+def _ref_for(mb: list[Row], ref_by_row: dict[int, torch.Tensor], width: int) -> tuple[torch.Tensor | None, list[int]]:
+    """The base log-probs of the micro-batch rows kl_ref is measured on, [picked, width], and their positions."""
+    picked = [i for i, r in enumerate(mb) if id(r) in ref_by_row]
+    if not picked:
+        return None, []
+    ref = torch.zeros(len(picked), width)
+    for j, i in enumerate(picked):
+        x = ref_by_row[id(mb[i])]
+        ref[j, : len(x)] = x
+    return ref, picked
 
 
 def _collect(stats: _RoleStats, rows: list[Row], b: dict, logp, old, ent, algo: AlgoCfg,
@@ -148,43 +168,88 @@ def _norm(rows: list[Row], agg: str) -> float:
 def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
                   *, pad_id: int, temperature: float, rng: random.Random,
                   kl_ref: bool = True, kl_ref_rows: int = 16, grad_shares: bool = True) -> tuple[dict, dict]:
-    """Train one policy on its rows. Returns (per-role metrics, policy metrics).
+    """Train one policy on its rows. Returns (per-role metrics, policy metrics)."""
+    return update_policies(model, {policy: rows}, {policy: popt}, algo, optim, pad_id=pad_id, temperature=temperature,
+                           rng=rng, kl_ref=kl_ref, kl_ref_rows=kl_ref_rows, grad_shares=grad_shares)[policy]
 
-    Micro-batches are formed role by role, so when several roles share the adapter (SP) the
+
+def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim], algo: AlgoCfg,
+                    optim: OptimCfg, *, pad_id: int, temperature: float, rng: random.Random, kl_ref: bool = True,
+                    kl_ref_rows: int = 16, grad_shares: bool = True) -> dict[str, tuple[dict, dict]]:
+    """Train each policy on its rows. Returns {policy: (per-role metrics, policy metrics)}.
+
+    Where the LoRA router can mix the policies (plain LoRA), their rows share every forward
+    and backward: one pass over the model per micro-batch instead of one per policy. The
+    row mask gives each adapter the gradient of its own rows only, each policy keeps its own
+    loss normaliser, optimizer, clip and non-finite skip, so the result is the same as
+    training them one after another (tested). Otherwise they are trained one after another.
+
+    Micro-batches are formed role by role, so when several roles share an adapter (SP) the
     gradient each role adds can be read off between them: `grad_share` is its projection on
     the step's total gradient (the shares sum to 1), `grad_norm` its own norm. A policy with
     one role reports share 1 and the adapter's pre-clip norm.
     """
-    stats, grad_norms = _RoleStats(), []
-    skipped = {"loss": 0, "grad": 0}  # mini-batches not applied, by what was non-finite
+    rows_by_policy = {p: [r if r.policy == p else replace(r, policy=p) for r in rows]
+                      for p, rows in rows_by_policy.items() if rows}
+    policies = list(rows_by_policy)
+    set_training(model, True)
+    ref_by_row: dict[int, torch.Tensor] = {}
+    if kl_ref:
+        sample = set().union(*(kl_ref_sample(rows, kl_ref_rows) for rows in rows_by_policy.values()))
+        ref_by_row = _ref_logps(model, [r for rows in rows_by_policy.values() for r in rows if id(r) in sample],
+                                pad_id, temperature, algo.micro_batch_tokens)
+    router = router_for(model)
+    groups = [policies] if len(policies) > 1 and router.plain(policies) else [[p] for p in policies]
+    out: dict[str, tuple[dict, dict]] = {}
+    for group in groups:
+        out.update(_update_group(model, group, rows_by_policy, optims, algo, optim, pad_id=pad_id,
+                                 temperature=temperature, rng=rng, ref_by_row=ref_by_row, grad_shares=grad_shares))
+    return out
+
+
+def _update_group(model, group: list[str], rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim],
+                  algo: AlgoCfg, optim: OptimCfg, *, pad_id: int, temperature: float, rng: random.Random,
+                  ref_by_row: dict[int, torch.Tensor], grad_shares: bool) -> dict[str, tuple[dict, dict]]:
+    """PPO-clip epochs for the policies of one group, every forward and backward shared by the group."""
+    router = router_for(model)
+    stats, grad_norms = _RoleStats(), {p: [] for p in group}
+    skipped = {p: {"loss": 0, "grad": 0} for p in group}  # mini-batches not applied, by what was non-finite
     on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
-    ref_sample = kl_ref_sample(rows, kl_ref_rows) if kl_ref else set()
-    model.train()
-    with active_policy(model, policy):
+    mixed = len(group) > 1
+    with (router.mixed(group) if mixed else router.policy(group[0])) as route:
+        names = group if mixed else None  # collate's policy index, for the router's row mask
+
+        def forward(mb: list[Row]) -> tuple[dict, torch.Tensor, torch.Tensor]:
+            b = collate(mb, pad_id, model.device, policies=names)
+            return (b, *_forward(model, b, temperature, route))
+
         old_by_row: dict[int, torch.Tensor] = {}
         if not on_policy:  # frozen copy of pi_old for every row, before any step
             with torch.no_grad():
-                for mb in micro_batches(rows, algo.micro_batch_tokens):
-                    b = collate(mb, pad_id, model.device)
-                    lp, _ = _forward(model, b, temperature)
+                for mb in micro_batches([r for p in group for r in rows_by_policy[p]], algo.micro_batch_tokens):
+                    _, lp, _ = forward(mb)
                     for r, x in zip(mb, lp):
                         old_by_row[id(r)] = x[: r.n_completion]
         for _ in range(algo.ppo_epochs):
-            order = rows[:]
-            rng.shuffle(order)
-            size = math.ceil(len(order) / algo.mini_batches)
-            for lo in range(0, len(order), size):
-                mini = order[lo: lo + size]
-                norm = _norm(mini, algo.loss_agg)
-                popt.optimizer.zero_grad(set_to_none=True)
-                finite = True
-                roles = sorted({r.role for r in mini})
-                role_grads: dict[str, torch.Tensor] = {}
-                before = None
-                for role in roles:
-                    for mb in micro_batches([r for r in mini if r.role == role], algo.micro_batch_tokens):
-                        b = collate(mb, pad_id, model.device)
-                        logp, ent = _forward(model, b, temperature)
+            minis: dict[str, list[list[Row]]] = {}
+            for p in group:
+                order = rows_by_policy[p][:]
+                rng.shuffle(order)
+                size = math.ceil(len(order) / algo.mini_batches)
+                minis[p] = [order[lo: lo + size] for lo in range(0, len(order), size)]
+            for k in range(max(map(len, minis.values()))):
+                mini = {p: minis[p][k] for p in group if k < len(minis[p])}
+                norm = {p: _norm(rows, algo.loss_agg) for p, rows in mini.items()}
+                finite = {p: True for p in mini}
+                roles = {p: sorted({r.role for r in rows}) for p, rows in mini.items()}
+                role_grads: dict[str, dict[str, torch.Tensor]] = {p: {} for p in mini}
+                before: dict[str, torch.Tensor | None] = {p: None for p in mini}
+                for p in mini:
+                    optims[p].optimizer.zero_grad(set_to_none=True)
+                for j in range(max(map(len, roles.values()))):  # j-th role of every policy in one pass
+                    rows_j = [r for p, rows in mini.items() if j < len(roles[p]) for r in rows if r.role == roles[p][j]]
+                    for mb in micro_batches(rows_j, algo.micro_batch_tokens):
+                        b, logp, ent = forward(mb)
                         if on_policy:
                             old = logp.detach()
                         else:
@@ -192,42 +257,58 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
                             for i, r in enumerate(mb):
                                 x = old_by_row[id(r)]
                                 old[i, : len(x)] = x
-                        loss, _ = ppo_clip_loss(logp, old, b["adv"], b["mask"], clip_low=algo.clip_low,
-                                                clip_high=algo.clip_high, dual_clip=algo.dual_clip,
-                                                agg=algo.loss_agg, norm=norm)
-                        finite &= bool(torch.isfinite(loss))
-                        if finite:  # after a non-finite micro-batch the mini-batch is lost anyway
-                            loss.backward()
-                        picked = [i for i, r in enumerate(mb) if id(r) in ref_sample]
-                        ref = _ref_logp(model, collate([mb[i] for i in picked], pad_id, model.device, width=logp.shape[1]),
-                                        temperature) if picked else None
+                        total = None
+                        for p in mini:
+                            sel = [i for i, r in enumerate(mb) if r.policy == p] if mixed else None
+                            if sel == []:
+                                continue
+                            pick = (lambda t: t[sel]) if mixed else (lambda t: t)
+                            loss, _ = ppo_clip_loss(pick(logp), pick(old), pick(b["adv"]), pick(b["mask"]),
+                                                    clip_low=algo.clip_low, clip_high=algo.clip_high,
+                                                    dual_clip=algo.dual_clip, agg=algo.loss_agg, norm=norm[p])
+                            # After a non-finite micro-batch the policy's mini-batch is lost anyway; a
+                            # non-finite loss never enters the sum, so it cannot reach another adapter.
+                            finite[p] &= bool(torch.isfinite(loss))
+                            if finite[p]:
+                                total = loss if total is None else total + loss
+                        if total is not None:
+                            total.backward()
+                        ref, picked = _ref_for(mb, ref_by_row, logp.shape[1])
                         _collect(stats, mb, b, logp.detach(), old, ent.detach(), algo, ref, picked)
-                    if grad_shares and len(roles) > 1:  # the gradient this role added to the shared adapter
-                        now = _flat_grad(popt.params)
-                        role_grads[role] = now if before is None else now - before
-                        before = now
-                gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))  # pre-clip norm
-                if not finite:
-                    skipped["loss"] += 1
-                elif not math.isfinite(gn):
-                    skipped["grad"] += 1
-                else:
-                    popt.optimizer.step()
-                    popt.scheduler.step()
-                    grad_norms.append(gn)
-                    if grad_shares or len(roles) == 1:
-                        _add_grad_shares(stats, roles, role_grads, gn)
-                popt.optimizer.zero_grad(set_to_none=True)  # a skipped mini-batch's gradients go too
-    per_role = stats.result()
-    tok = sum(s["tokens"] for s in per_role.values())
-    policy_metrics = {"grad_norm": fmean(grad_norms) if grad_norms else float("nan"),
-                      "lr": popt.scheduler.get_last_lr()[0], "rows": len(rows), "tokens": tok,
-                      "nonfinite_loss": skipped["loss"], "nonfinite_grad": skipped["grad"]}
-    for key in ("loss", "chi2_token", "training_ppl", "rollout_ppl", "kl", "k3_kl", "kl_ref", "entropy", "clip_frac"):
-        w = [(s[key], s["tokens"]) for s in per_role.values() if key in s]
-        if w:
-            policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
-    return per_role, policy_metrics
+                    for p in mini:  # the gradient role j added to each policy's adapter
+                        if grad_shares and len(roles[p]) > 1 and j < len(roles[p]):
+                            now = _flat_grad(optims[p].params)
+                            role_grads[p][roles[p][j]] = now if before[p] is None else now - before[p]
+                            before[p] = now
+                for p in mini:
+                    popt = optims[p]
+                    gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))  # pre-clip norm
+                    if not finite[p]:
+                        skipped[p]["loss"] += 1
+                    elif not math.isfinite(gn):
+                        skipped[p]["grad"] += 1
+                    else:
+                        popt.optimizer.step()
+                        popt.scheduler.step()
+                        grad_norms[p].append(gn)
+                        if grad_shares or len(roles[p]) == 1:
+                            _add_grad_shares(stats, roles[p], role_grads[p], gn)
+                    popt.optimizer.zero_grad(set_to_none=True)  # a skipped mini-batch's gradients go too
+    per_role_all = stats.result()
+    out = {}
+    for p in group:
+        rows = rows_by_policy[p]
+        per_role = {role: m for role, m in per_role_all.items() if role in {r.role for r in rows}}
+        tok = sum(s["tokens"] for s in per_role.values())
+        policy_metrics = {"grad_norm": fmean(grad_norms[p]) if grad_norms[p] else float("nan"),
+                          "lr": optims[p].scheduler.get_last_lr()[0], "rows": len(rows), "tokens": tok,
+                          "nonfinite_loss": skipped[p]["loss"], "nonfinite_grad": skipped[p]["grad"]}
+        for key in ("loss", "chi2_token", "training_ppl", "rollout_ppl", "kl", "k3_kl", "kl_ref", "entropy", "clip_frac"):
+            w = [(s[key], s["tokens"]) for s in per_role.values() if key in s]
+            if w:
+                policy_metrics[key] = sum(v * n for v, n in w) / max(tok, 1.0)
+        out[p] = (per_role, policy_metrics)
+    return out
 
 
 def kl_ref_sample(rows: list[Row], per_role: int) -> set[int]:

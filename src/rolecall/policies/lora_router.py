@@ -1,0 +1,203 @@
+"""Which LoRA adapter each row of a forward runs through: one policy, the bare base, or one per row.
+
+PEFT switches adapters by walking every module (`set_adapter`, `disable_adapter`: 5-25 ms a
+call on the embedded model, several calls a step) and mixes adapters in a batch with a
+Python loop per adapter in every layer. On a small model that bookkeeping is the cost.
+
+The router installs, once, a forward on every plain LoRA `Linear` layer that reads one
+shared mode, so switching policy is an attribute write. Modes:
+
+- `policy(name)`: every row on one adapter, PEFT's arithmetic (`base + s B A dropout(x)`);
+  `base` runs the bare base model.
+- `rows(policies_B)` / `mixed(policies)`: row b on adapter k(b). The adapters of a layer are
+  concatenated, A_cat = [A_1; ...; A_n] (n·r x in) and B_cat = [s_1 B_1 | ... | s_n B_n]
+  (out x n·r), and a row mask keeps, in the n·r hidden units, only the block of the row's
+  own adapter:
+
+      y = base(x) + ((x A_cat^T) * mask_row) B_cat^T   ==   base(x) + s_k B_k A_k x
+
+  Two matmuls and a multiply per layer whatever the mix; the price is n x the LoRA FLOPs,
+  small next to the base layer while n·r << hidden size. `rows` reads the weights once at
+  entry (generation); `mixed` reads them at every forward, so gradients reach every
+  adapter from its own rows only (training several policies in one forward and backward).
+
+Outside a router block the layers run PEFT's own forward, so PEFT's API keeps working.
+Only plain LoRA qualifies (no DoRA or other variants, no fan_in_fan_out, no LoRA bias, not
+merged, one dropout rate): for anything else `plain()` says no and `policy()` falls back to
+PEFT's `set_adapter`/`disable_adapter`; callers split mixed batches into one per policy.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from rolecall.policies.routing import BASE_POLICY
+
+_ATTR = "_rolecall_lora_router"
+
+
+@dataclass
+class _Mode:
+    kind: str  # "single" | "base" | "rows"
+    adapter: str = ""  # single
+    adapters: tuple[str, ...] = ()  # rows: block k of the concatenation is adapters[k]
+    block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
+    frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # rows: A_cat, B_cat per layer, read once
+    masks: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)  # per rank layout, for block_B
+
+
+def _lora_linears(model) -> list:
+    from peft.tuners.lora import LoraLayer
+
+    return [m for m in model.modules() if isinstance(m, LoraLayer)]
+
+
+class LoraRouter:
+    def __init__(self, model) -> None:
+        self.model = model
+        self.layers = _lora_linears(model) if hasattr(model, "peft_config") else []
+        self.mode: _Mode | None = None
+        self.n_adapters = len(getattr(model, "peft_config", {}))
+        for layer in self.layers:
+            # A plain function as instance attribute shadows the class's forward.
+            object.__setattr__(layer, "forward", self._forward_for(layer))
+
+    # ---- what can be routed --------------------------------------------------------------
+    def plain(self, policies) -> bool:
+        """Whether every LoRA layer is a plain Linear LoRA this router reproduces exactly."""
+        from peft.tuners.lora.layer import Linear
+
+        names = {p for p in policies if p != BASE_POLICY}
+        for m in self.layers:
+            if type(m) is not Linear or m.merged or m.disable_adapters or m.fan_in_fan_out:
+                return False
+            if any(n in getattr(m, "lora_variant", {}) or getattr(m, "lora_bias", {}).get(n, False) for n in names):
+                return False
+            if not names <= set(m.lora_A.keys()):
+                return False
+            if len({_dropout_p(m.lora_dropout[n]) for n in names}) > 1:  # one dropout draw serves every block
+                return False
+        return True
+
+    # ---- modes ----------------------------------------------------------------------------
+    @contextmanager
+    def policy(self, name: str) -> Iterator[None]:
+        """Every row on one policy: its adapter alone, or the bare base for `base`."""
+        if not self.layers:
+            yield
+            return
+        if not self.plain([name]):  # PEFT's own switches
+            if name == BASE_POLICY:
+                with self.model.disable_adapter():
+                    yield
+            else:
+                self.model.set_adapter(name)
+                yield
+            return
+        with self._mode(_Mode("base") if name == BASE_POLICY else _Mode("single", adapter=name)):
+            yield
+
+    @contextmanager
+    def rows(self, policies_B: list[str]) -> Iterator[None]:
+        """Row b on `policies_B[b]`; weights read once at entry (do not train inside the block)."""
+        adapters = tuple(sorted({p for p in policies_B if p != BASE_POLICY}))
+        idx = {a: i for i, a in enumerate(adapters)}
+        mode = _Mode("rows", adapters=adapters, block_B=self._block([idx.get(p, -1) for p in policies_B]))
+        with torch.no_grad():
+            mode.frozen = {id(layer): _cat(layer, adapters) for layer in self.layers} if adapters else {}
+        with self._mode(mode):
+            yield
+
+    @contextmanager
+    def mixed(self, policies: list[str]) -> Iterator[Callable[[torch.Tensor], None]]:
+        """A block whose forwards mix `policies`; yields `set_rows(index_B)`, called before each
+        forward with every row's index into `policies` (the batch size may change between calls)."""
+        adapters = tuple(policies)
+        if BASE_POLICY in adapters:
+            raise ValueError("mixed(): the bare base is not a trainable policy")
+        mode = _Mode("rows", adapters=adapters)
+
+        def set_rows(index_B: torch.Tensor) -> None:
+            mode.block_B, mode.masks = index_B, {}
+
+        with self._mode(mode):
+            yield set_rows
+
+    @contextmanager
+    def _mode(self, mode: _Mode) -> Iterator[None]:
+        prev, self.mode = self.mode, mode
+        try:
+            yield
+        finally:
+            self.mode = prev
+
+    def _block(self, index: list[int]) -> torch.Tensor:
+        device = self.layers[0].base_layer.weight.device if self.layers else torch.device("cpu")
+        return torch.tensor(index, device=device)
+
+    # ---- the forward ----------------------------------------------------------------------
+    def _forward_for(self, layer):
+        peft_forward = type(layer).forward
+        base = layer.base_layer
+        router = self
+
+        def forward(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+            mode = router.mode
+            if mode is None:
+                return peft_forward(layer, x, *args, **kwargs)
+            result = base(x, *args, **kwargs)
+            if mode.kind == "base":
+                return result
+            if mode.kind == "single":
+                a = mode.adapter
+                if a not in layer.lora_A:  # a layer this adapter does not target (PEFT skips it too)
+                    return result
+                lora_A = layer.lora_A[a].weight
+                h = F.linear(layer.lora_dropout[a](x.to(lora_A.dtype)), lora_A)
+                return (result + F.linear(h, layer.lora_B[a].weight) * layer.scaling[a]).to(result.dtype)
+            if not mode.adapters:  # every row on the bare base
+                return result
+            if x.shape[0] != mode.block_B.shape[0]:
+                raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
+            A_cat, B_cat = mode.frozen[id(layer)] if mode.frozen is not None else _cat(layer, mode.adapters)
+            h = F.linear(layer.lora_dropout[mode.adapters[0]](x.to(A_cat.dtype)), A_cat) * _mask(mode, layer)
+            return result + F.linear(h, B_cat).to(result.dtype)
+        return forward
+
+
+def _cat(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A_cat [n·r, in] and B_cat [out, n·r] with each adapter's scaling folded in."""
+    A = [layer.lora_A[a].weight for a in adapters]
+    B = [layer.lora_B[a].weight * layer.scaling[a] for a in adapters]
+    return torch.cat(A, 0), torch.cat(B, 1)
+
+
+def _mask(mode: _Mode, layer) -> torch.Tensor:
+    """[B, 1, n·r]: 1 on the hidden units of the row's own adapter (layers of one rank layout share it)."""
+    ranks = tuple(layer.r[a] for a in mode.adapters)
+    m = mode.masks.get(ranks)
+    if m is None:
+        device = mode.block_B.device
+        block_of_unit = torch.repeat_interleave(torch.arange(len(ranks), device=device), torch.tensor(ranks, device=device))
+        dtype = layer.lora_A[mode.adapters[0]].weight.dtype
+        m = mode.masks[ranks] = (block_of_unit.unsqueeze(0) == mode.block_B.unsqueeze(1)).to(dtype).unsqueeze(1)
+    return m
+
+
+def _dropout_p(module) -> float:
+    return float(getattr(module, "p", 0.0))
+
+
+def router_for(model) -> LoraRouter:
+    """The model's router, installed on first use, and again when adapters were added (a new
+    target module brings new LoRA layers; adapters on the same layers are read at call time)."""
+    r = model.__dict__.get(_ATTR)
+    n_adapters = len(getattr(model, "peft_config", {}))
+    if r is None or r.n_adapters != n_adapters:
+        r = LoraRouter(model)
+        model.__dict__[_ATTR] = r
+    return r
