@@ -7,7 +7,7 @@ import torch
 from rolecall.engines.base import GenRequest
 from rolecall.engines.hf import HFEngine
 from rolecall.loss import token_logprobs_and_entropy
-from rolecall.policies.model import attach_adapters, load_base
+from rolecall.policies.model import attach_adapters, load_base, peft_row_names
 from rolecall.train.batch import Row, collate
 from rolecall.train.forward import completion_logits
 
@@ -103,26 +103,46 @@ def test_over_budget_prompt_is_not_generated_and_the_rest_proceeds(two_adapter_m
     assert out[0].completion_ids and out[2].completion_ids  # the rest of the wave ran
 
 
-def test_shared_prefill_changes_no_token_and_no_logprob(two_adapter_model, monkeypatch):
-    """Repeated prompts share one prefill; the output equals generation without sharing."""
+def _hf_reference(model, eng, reqs, temperature):
+    """HF `generate` itself, PEFT's per-row adapters, the temperature as its warper: the sampling
+    rule the engine's own decode loop must reproduce (tokens and the log-probs sampled from)."""
+    from transformers import GenerationConfig
+
+    texts = [eng.render(r.messages) for r in reqs]
+    enc = eng.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=max(r.max_new_tokens for r in reqs), do_sample=temperature > 0,
+                           temperature=temperature if temperature > 0 else 1.0, top_k=None, top_p=1.0,
+                           pad_token_id=eng.tok.pad_token_id, eos_token_id=eng.stop_ids)
+    model.eval()
+    out = model.generate(**enc, generation_config=cfg, adapter_names=peft_row_names([r.policy for r in reqs]),
+                         output_scores=True, return_dict_in_generate=True)
+    gen = out.sequences[:, enc["input_ids"].shape[1]:]
+    lp = torch.stack([torch.log_softmax(s.float(), -1).gather(1, gen[:, j:j + 1]).squeeze(1)
+                      for j, s in enumerate(out.scores)], 1)
+    return [eng._finish("", [], g, l, r.max_new_tokens) for g, l, r in zip(gen.tolist(), lp.tolist(), reqs)]
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_adapter_model, temperature):
+    """Repeated (prompt, policy) pairs share one prefill; tokens and log-probs equal HF generate's."""
     model, tok = two_adapter_model
     eng = HFEngine(model, tok)
-    prompts = ["1+1", "23+45", "1+1", "23+45", "1+1", "7-2"]
-    policies = ["gen", "gen", "gen", "agg", "agg", "agg"]  # "23+45" repeats under two policies
-    calls = []
-    real = HFEngine._shared_prefill
-
-    def spy(self, ids, attn, pols):
-        cache = real(self, ids, attn, pols)
-        calls.append(cache is not None)
-        return cache
-
-    monkeypatch.setattr(HFEngine, "_shared_prefill", spy)
-    shared = eng.generate(_reqs(policies, prompts), temperature=0)
-    assert calls == [True]
-    monkeypatch.setattr(HFEngine, "_shared_prefill", lambda self, *a: None)
-    plain = eng.generate(_reqs(policies, prompts), temperature=0)
-    for s, p in zip(shared, plain):
-        assert s.completion_ids == p.completion_ids
-        torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(p.logprobs), atol=1e-4, rtol=0)
-    assert shared[0].completion_ids != shared[4].completion_ids or shared[1].completion_ids != shared[3].completion_ids
+    prompts = ["1+1", "23+45", "1+1", "23+45", "1+1", "7-2", "1+1"]
+    policies = ["gen", "gen", "gen", "agg", "agg", "agg", "gen"]  # "23+45" repeats under two policies
+    reqs = _reqs(policies, prompts)
+    shapes = []  # (rows, tokens) of every model call
+    hook = model.register_forward_pre_hook(lambda m, a, kw: shapes.append(tuple(kw["input_ids"].shape)),
+                                           with_kwargs=True)
+    try:
+        torch.manual_seed(5)
+        ours = eng.generate(reqs, temperature=temperature)
+    finally:
+        hook.remove()
+    assert shapes[0][0] == 5 and shapes[0][1] > 1  # the prefill: 7 rows, 5 distinct (prompt, policy) pairs
+    assert all(s == (7, 1) for s in shapes[1:])  # then one token per row per step
+    torch.manual_seed(5)
+    ref = _hf_reference(model, eng, reqs, temperature)
+    for o, r in zip(ours, ref):
+        assert o.completion_ids == r.completion_ids and o.finish_reason == r.finish_reason
+        torch.testing.assert_close(torch.tensor(o.logprobs), torch.tensor(r.logprobs), atol=1e-4, rtol=0)
+    assert len({tuple(o.completion_ids) for o in ours}) > 2  # rows really differ
