@@ -10,15 +10,15 @@ shared mode, so switching policy is an attribute write. Modes:
 - `policy(name)`: every row on one adapter, PEFT's arithmetic (`base + s B A dropout(x)`);
   `base` runs the bare base model.
 - `rows(policies_B)` / `mixed(policies)`: row b on adapter k(b). The adapters of a layer are
-  concatenated, A_cat = [A_1; ...; A_n] (n·r x in) and B_cat = [s_1 B_1 | ... | s_n B_n]
+  concatenated, A_cat = [A_1; ...; A_n] (n·r x in) and B_cat = [B_1 | ... | B_n]
   (out x n·r), and a row mask keeps, in the n·r hidden units, only the block of the row's
-  own adapter:
+  own adapter, scaled by its s_k:
 
       y = base(x) + ((x A_cat^T) * mask_row) B_cat^T   ==   base(x) + s_k B_k A_k x
 
   Two matmuls and a multiply per layer whatever the mix; the price is n x the LoRA FLOPs,
   small next to the base layer while n·r << hidden size. `rows` reads the weights once at
-  entry (generation); `mixed` reads them at every forward, so gradients reach every
+  entry (generation); `mixed` reads them once per forward pass, so gradients reach every
   adapter from its own rows only (training several policies in one forward and backward).
 
 Outside a router block the layers run PEFT's own forward, so PEFT's API keeps working.
@@ -47,6 +47,7 @@ class _Mode:
     adapters: tuple[str, ...] = ()  # rows: block k of the concatenation is adapters[k]
     block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
     frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # rows: A_cat, B_cat per layer, read once
+    weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # mixed: this pass's A_cat, B_cat
     masks: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)  # per rank layout, for block_B
 
 
@@ -113,16 +114,21 @@ class LoraRouter:
             yield
 
     @contextmanager
-    def mixed(self, policies: list[str]) -> Iterator[Callable[[torch.Tensor], None]]:
-        """A block whose forwards mix `policies`; yields `set_rows(index_B)`, called before each
-        forward with every row's index into `policies` (the batch size may change between calls)."""
+    def mixed(self, policies: list[str]) -> Iterator[Callable[[torch.Tensor, bool], None]]:
+        """A block whose forwards mix `policies`; yields `set_rows(index_B, new_pass)`, called
+        before each model call with every row's index into `policies` (the batch size may
+        change between calls). `new_pass` re-reads the adapter weights: set it on the first
+        call of each forward pass (a backward frees the graph the previous read belongs to,
+        and an optimizer step changes the weights); calls within one pass share one read."""
         adapters = tuple(policies)
         if BASE_POLICY in adapters:
             raise ValueError("mixed(): the bare base is not a trainable policy")
         mode = _Mode("rows", adapters=adapters)
 
-        def set_rows(index_B: torch.Tensor) -> None:
+        def set_rows(index_B: torch.Tensor, new_pass: bool = True) -> None:
             mode.block_B, mode.masks = index_B, {}
+            if new_pass:
+                mode.weights = {}
 
         with self._mode(mode):
             yield set_rows
@@ -157,34 +163,44 @@ class LoraRouter:
                 if a not in layer.lora_A:  # a layer this adapter does not target (PEFT skips it too)
                     return result
                 lora_A = layer.lora_A[a].weight
-                h = F.linear(layer.lora_dropout[a](x.to(lora_A.dtype)), lora_A)
-                return (result + F.linear(h, layer.lora_B[a].weight) * layer.scaling[a]).to(result.dtype)
+                h = F.linear(layer.lora_dropout[a](_as(x, lora_A.dtype)), lora_A)
+                return _as(result + F.linear(h, layer.lora_B[a].weight) * layer.scaling[a], result.dtype)
             if not mode.adapters:  # every row on the bare base
                 return result
             if x.shape[0] != mode.block_B.shape[0]:
                 raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
-            A_cat, B_cat = mode.frozen[id(layer)] if mode.frozen is not None else _cat(layer, mode.adapters)
-            h = F.linear(layer.lora_dropout[mode.adapters[0]](x.to(A_cat.dtype)), A_cat) * _mask(mode, layer)
-            return result + F.linear(h, B_cat).to(result.dtype)
+            if mode.frozen is not None:
+                A_cat, B_cat = mode.frozen[id(layer)]
+            else:
+                A_cat, B_cat = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
+            h = F.linear(layer.lora_dropout[mode.adapters[0]](_as(x, A_cat.dtype)), A_cat) * _mask(mode, layer)
+            return result + _as(F.linear(h, B_cat), result.dtype)
         return forward
 
 
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _cat(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """A_cat [n·r, in] and B_cat [out, n·r] with each adapter's scaling folded in."""
-    A = [layer.lora_A[a].weight for a in adapters]
-    B = [layer.lora_B[a].weight * layer.scaling[a] for a in adapters]
-    return torch.cat(A, 0), torch.cat(B, 1)
+    """A_cat [n·r, in] and B_cat [out, n·r] (the scalings are in the row mask)."""
+    return (torch.cat([layer.lora_A[a].weight for a in adapters], 0),
+            torch.cat([layer.lora_B[a].weight for a in adapters], 1))
 
 
 def _mask(mode: _Mode, layer) -> torch.Tensor:
-    """[B, 1, n·r]: 1 on the hidden units of the row's own adapter (layers of one rank layout share it)."""
-    ranks = tuple(layer.r[a] for a in mode.adapters)
-    m = mode.masks.get(ranks)
+    """[B, 1, n·r]: s_k on the hidden units of row's own adapter k, 0 elsewhere (layers of one
+    rank layout and scalings share it)."""
+    key = tuple((layer.r[a], layer.scaling[a]) for a in mode.adapters)
+    m = mode.masks.get(key)
     if m is None:
         device = mode.block_B.device
-        block_of_unit = torch.repeat_interleave(torch.arange(len(ranks), device=device), torch.tensor(ranks, device=device))
+        ranks = torch.tensor([r for r, _ in key], device=device)
+        block_of_unit = torch.repeat_interleave(torch.arange(len(key), device=device), ranks)
+        scale_of_unit = torch.repeat_interleave(torch.tensor([s for _, s in key], device=device), ranks)
         dtype = layer.lora_A[mode.adapters[0]].weight.dtype
-        m = mode.masks[ranks] = (block_of_unit.unsqueeze(0) == mode.block_B.unsqueeze(1)).to(dtype).unsqueeze(1)
+        hit = block_of_unit.unsqueeze(0) == mode.block_B.unsqueeze(1)
+        m = mode.masks[key] = (hit * scale_of_unit).to(dtype).unsqueeze(1)
     return m
 
 

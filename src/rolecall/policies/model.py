@@ -123,7 +123,7 @@ def set_training(model, mode: bool) -> None:
         model.train(mode)
         return
     for m in cached[1]:
-        m.training = mode
+        object.__setattr__(m, "training", mode)  # Module.__setattr__ looks for params/buffers first
 
 
 def peft_row_names(policies: list[str]) -> list[str]:

@@ -13,16 +13,16 @@ import torch
 
 
 def completion_logits(model, b: dict[str, torch.Tensor],
-                      route: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+                      route: Callable[[torch.Tensor, bool], None] | None = None) -> torch.Tensor:
     """Logits [B, Wc, V] whose column j predicts completion token j of each row (see `batch.collate`).
 
-    `route(policy_index)` is called before each of the two model calls with the policy of
-    every row of that call (`policy_of_prompt`, then `policy_of_row`), for a forward that
-    mixes policies (`LoraRouter.mixed`).
+    `route(policy_index, new_pass)` is called before each of the two model calls with the
+    policy of every row of that call (`policy_of_prompt`, then `policy_of_row`), for a
+    forward that mixes policies (`LoraRouter.mixed`); both calls are one forward pass.
     """
     p_attn_U, prompt_of_B = b["prompt_attention_mask"], b["prompt_of_row"]
     if route is not None:
-        route(b["policy_of_prompt"])
+        route(b["policy_of_prompt"], True)
     # Left padding: real prompt tokens sit at positions 0..n-1 whatever the padding.
     p_pos_U = (p_attn_U.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=b["prompt_ids"], attention_mask=p_attn_U, position_ids=p_pos_U, use_cache=True,
@@ -38,7 +38,7 @@ def completion_logits(model, b: dict[str, torch.Tensor],
     attn_B = torch.cat([p_attn_U[prompt_of_B], b["completion_attention_mask"][:, :-1]], 1)
     # The last completion token predicts nothing: the completion pass stops one short.
     if route is not None:
-        route(b["policy_of_row"])
+        route(b["policy_of_row"], False)
     rest = model(input_ids=c_ids_B[:, :-1], attention_mask=attn_B, position_ids=c_pos_B,
                  past_key_values=cache, use_cache=True).logits
     return torch.cat([first_B.unsqueeze(1), rest], 1)
