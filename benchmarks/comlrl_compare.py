@@ -85,7 +85,7 @@ def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int
             "step_s": times}
 
 
-def compare(rounds: int = 2, steps: int = 10) -> dict:
+def compare(rounds: int = 3, steps: int = 10) -> dict:
     """Alternating runs; the ratio is rolecall's completions/s over CoMLRL's, median over rounds."""
     from benchmarks.comlrl_arm import ensure_venv, run_arm
 

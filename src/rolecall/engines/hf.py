@@ -13,6 +13,7 @@ token is read from the very distribution it was drawn from.
 """
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
 
 import torch
@@ -45,8 +46,15 @@ class HFEngine:
                                             enable_thinking=self.enable_thinking)
 
     def generate(self, requests: list[GenRequest], *, temperature: float) -> list[GenOutput]:
-        texts = [self.render(r.messages) for r in requests]
-        ids_B = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        # A wave repeats each prompt G times: render and tokenize each distinct one once.
+        rendered: dict[str, tuple[str, list[int]]] = {}
+        for r in requests:
+            key = json.dumps(r.messages, sort_keys=True)
+            if key not in rendered:
+                text = self.render(r.messages)
+                rendered[key] = (text, self.tok(text, add_special_tokens=False)["input_ids"])
+        pairs = [rendered[json.dumps(r.messages, sort_keys=True)] for r in requests]
+        texts, ids_B = [t for t, _ in pairs], [list(ids) for _, ids in pairs]
         # A prompt over budget is not generated (its history is already too long to be
         # useful); it comes back empty and truncated, and the rest of the wave proceeds.
         fits = [self.max_prompt_tokens is None or len(ids) <= self.max_prompt_tokens for ids in ids_B]
@@ -60,7 +68,7 @@ class HFEngine:
             done.update(zip(chunk, outs))
         return [done[i] for i in range(len(requests))]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def _generate_chunk(self, reqs: list[GenRequest], texts: list[str], ids_B: list[list[int]],
                         temperature: float) -> list[GenOutput]:
         width = max(map(len, ids_B))

@@ -63,6 +63,7 @@ class LoraRouter:
         self.layers = _lora_linears(model) if hasattr(model, "peft_config") else []
         self.mode: _Mode | None = None
         self.n_adapters = len(getattr(model, "peft_config", {}))
+        self._plain: dict[tuple, bool] = {}
         for layer in self.layers:
             # A plain function as instance attribute shadows the class's forward.
             object.__setattr__(layer, "forward", self._forward_for(layer))
@@ -70,9 +71,16 @@ class LoraRouter:
     # ---- what can be routed --------------------------------------------------------------
     def plain(self, policies) -> bool:
         """Whether every LoRA layer is a plain Linear LoRA this router reproduces exactly."""
+        names = frozenset(p for p in policies if p != BASE_POLICY)
+        # Cached with the layer flags PEFT can flip in place (merge, disable).
+        key = (names, tuple((m.merged, m.disable_adapters) for m in self.layers))
+        if key not in self._plain:
+            self._plain[key] = self._check_plain(names)
+        return self._plain[key]
+
+    def _check_plain(self, names: frozenset[str]) -> bool:
         from peft.tuners.lora.layer import Linear
 
-        names = {p for p in policies if p != BASE_POLICY}
         for m in self.layers:
             if type(m) is not Linear or m.merged or m.disable_adapters or m.fan_in_fan_out:
                 return False

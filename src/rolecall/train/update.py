@@ -98,7 +98,7 @@ def _ref_logps(model, rows: list[Row], pad_id: int, temperature: float, max_toke
     """Log-probs of these rows' completion tokens under the base model (every adapter off), for
     kl_ref, by id(row). The base is the same for every policy: one pass over all of them."""
     out: dict[int, torch.Tensor] = {}
-    with torch.no_grad(), router_for(model).policy(BASE_POLICY):
+    with torch.inference_mode(), router_for(model).policy(BASE_POLICY):
         for mb in micro_batches(rows, max_tokens):
             b = collate(mb, pad_id, model.device)
             for r, x in zip(mb, token_logprobs(completion_logits(model, b), b["targets"], temperature)):
