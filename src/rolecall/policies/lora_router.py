@@ -46,7 +46,7 @@ class _Mode:
     adapter: str = ""  # single
     adapters: tuple[str, ...] = ()  # rows: block k of the concatenation is adapters[k]
     block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
-    frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # rows: A_cat, B_cat per layer, read once
+    frozen: dict[int, tuple[torch.Tensor, ...]] | None = None  # rows: A_cat, B_cat, mask per layer, read once
     weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # mixed: this pass's A_cat, B_cat
     masks: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)  # per rank layout, for block_B
 
@@ -117,7 +117,8 @@ class LoraRouter:
         idx = {a: i for i, a in enumerate(adapters)}
         mode = _Mode("rows", adapters=adapters, block_B=self._block([idx.get(p, -1) for p in policies_B]))
         with torch.no_grad():
-            mode.frozen = {id(layer): _cat(layer, adapters) for layer in self.layers} if adapters else {}
+            mode.frozen = {id(layer): (*_cat(layer, adapters), _mask(mode, layer)) for layer in self.layers} \
+                if adapters else {}
         with self._mode(mode):
             yield
 
@@ -178,12 +179,22 @@ class LoraRouter:
             if x.shape[0] != mode.block_B.shape[0]:
                 raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
             if mode.frozen is not None:
-                A_cat, B_cat = mode.frozen[id(layer)]
+                A_cat, B_cat, mask = mode.frozen[id(layer)]
             else:
                 A_cat, B_cat = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
-            h = F.linear(layer.lora_dropout[mode.adapters[0]](_as(x, A_cat.dtype)), A_cat) * _mask(mode, layer)
-            return result + _as(F.linear(h, B_cat), result.dtype)
+                mask = _mask(mode, layer)
+            # In place: linear's backward does not need its output, so autograd allows it.
+            h = F.linear(layer.lora_dropout[mode.adapters[0]](_as(x, A_cat.dtype)), A_cat).mul_(mask)
+            return _add_lora(result, h, B_cat)
         return forward
+
+
+def _add_lora(result: torch.Tensor, h: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """result + h B^T as one addmm where the dtypes allow. Measured (batch 48, 3 adapters):
+    faster than matmul + add here; for one adapter with its scaling, mm + mul + add was faster."""
+    if result.dtype == h.dtype == B.dtype and result.is_contiguous() and h.is_contiguous():
+        return torch.addmm(result.view(-1, result.shape[-1]), h.view(-1, h.shape[-1]), B.t()).view(result.shape)
+    return _as(result + F.linear(h, B), result.dtype)
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
