@@ -61,7 +61,8 @@ class EitherCorrect:
         pass
 
 
-def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int = 0, warmup: int = 1) -> dict:
+def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int = 0, warmup: int = 1,
+                 after_warmup=None) -> dict:
     from rolecall.config import load_config
     from rolecall.train.loop import build_stack, train_step
 
@@ -74,6 +75,8 @@ def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int
     stack.verifier = EitherCorrect()
     times, tokens = [], []
     for step in range(1, warmup + steps + 1):
+        if step == warmup + 1 and after_warmup is not None:
+            after_warmup()
         t0 = time.perf_counter()
         _, eps = train_step(stack, step)
         if step > warmup:
@@ -85,7 +88,45 @@ def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int
             "step_s": times}
 
 
-def compare(rounds: int = 3, steps: int = 10) -> dict:
+def rolecall_phases(steps: int = 10, seed: int = 0) -> dict:
+    """Where a rolecall step of this task goes: wall milliseconds per step in each phase.
+
+    perf_counter around the engine's prefill and decode loop, the trainer's forward and
+    backward, and the kl_ref base-model pass; `other` is the rest of the step (rendering,
+    scoring, advantages, optimizer, metrics). Timers only, no profiler overhead.
+    """
+    from contextlib import ExitStack
+    from unittest import mock
+
+    import torch
+
+    import rolecall.engines.hf as hf
+    import rolecall.train.update as update
+
+    spent: dict[str, float] = {}
+
+    def timed(key, fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
+        return wrapper
+
+    targets = [(hf.HFEngine, "_prefill", "prefill"), (hf.HFEngine, "_decode", "decode"),
+               (update, "_forward", "train_forward"), (torch.Tensor, "backward", "train_backward"),
+               (update, "_ref_logps", "kl_ref_base_pass")]
+    with ExitStack() as stack:
+        for obj, name, key in targets:
+            stack.enter_context(mock.patch.object(obj, name, timed(key, getattr(obj, name))))
+        run = rolecall_run(steps, seed=seed, after_warmup=spent.clear)
+    ms = {k: 1000 * v / steps for k, v in spent.items()}
+    ms["other"] = 1000 * run["s_per_step"] - sum(ms.values())
+    return {"steps": steps, "s_per_step": run["s_per_step"], "ms_per_step": ms}
+
+
+def compare(rounds: int = 5, steps: int = 10) -> dict:
     """Alternating runs; the ratio is rolecall's completions/s over CoMLRL's, median over rounds."""
     from benchmarks.comlrl_arm import ensure_venv, run_arm
 
@@ -100,7 +141,7 @@ def compare(rounds: int = 3, steps: int = 10) -> dict:
     ratio = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
     return {"rounds": rounds, "timed_steps_per_run": steps, "agents": 2, "group_size": 8, "max_new_tokens": 32,
             "comlrl": arms["comlrl"], "rolecall": arms["rolecall"], "ratio_per_round": ratio,
-            "comlrl_throughput_ratio": median(ratio)}
+            "comlrl_throughput_ratio": median(ratio), "rolecall_phases": rolecall_phases()}
 
 
 if __name__ == "__main__":

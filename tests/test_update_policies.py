@@ -110,3 +110,46 @@ def test_a_nonfinite_loss_in_one_policy_leaves_the_other_training(stack, monkeyp
     assert got["generator"][1]["grad_norm"] == pytest.approx(ref["generator"][1]["grad_norm"], rel=1e-4)
     assert all(p.grad is None for o in stack.optims.values() for p in o.params)
     _restore(stack, start)
+
+
+@pytest.mark.parametrize("kind", ["dora", "embedding"])
+def test_adapters_the_router_cannot_mix_train_one_after_another(tiny_model_dir, kind):
+    """A DoRA adapter next to a plain one, or LoRA on the embedding (PEFT's own forward for
+    everything, the kl_ref base pass included): no shared pass, each adapter moves alone, and
+    PEFT's switches do not leave an adapter frozen (they toggle requires_grad)."""
+    from peft import LoraConfig
+
+    from rolecall.config import AlgoCfg, OptimCfg
+    from rolecall.engines.hf import HFEngine
+    from rolecall.policies.model import attach_adapters, load_base
+    from rolecall.train.update import build_optimizers
+
+    model, tok = load_base(str(tiny_model_dir))
+    if kind == "dora":
+        model = attach_adapters(model, ["a"], r=4, alpha=8, dropout=0.0, target_modules="all-linear")
+        model.add_adapter("d", LoraConfig(r=4, use_dora=True, target_modules="all-linear", task_type="CAUSAL_LM"))
+    else:
+        model = attach_adapters(model, ["a", "d"], r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "embed_tokens"])
+        assert not router_for(model).plain(["base"])
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+    for n, p in model.named_parameters():
+        p.requires_grad_("lora_" in n)
+    assert not router_for(model).plain(["a", "d"])
+    eng = HFEngine(model, tok)
+    rows = {}
+    for pol in ("a", "d"):
+        torch.manual_seed(0)
+        outs = eng.generate([GenRequest([{"role": "user", "content": f"{i}+1"}], pol, 5) for i in range(4)], temperature=1.0)
+        rows[pol] = [Row(o.prompt_ids + o.completion_ids, len(o.prompt_ids), o.logprobs, (-1.0) ** i, f"r{pol}", pol)
+                     for i, o in enumerate(outs) if o.completion_ids]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optims = build_optimizers(model, ("a", "d"), OptimCfg(), 1)
+    out = update_policies(model, rows, optims, AlgoCfg(), OptimCfg(), pad_id=tok.pad_token_id, temperature=1.0,
+                          rng=random.Random(0))
+    assert set(out) == {"a", "d"} and all(m["nonfinite_loss"] == 0 for _, m in out.values())
+    changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert any(".a." in n for n in changed) and any(".d." in n for n in changed)
+    assert all("lora_" in n for n in changed), sorted(changed)[:3]

@@ -99,16 +99,35 @@ class LoraRouter:
         if not self.layers:
             yield
             return
-        if not self.plain([name]):  # PEFT's own switches
+        if not self.plain([name]):
+            with self._peft_policy(name):
+                yield
+            return
+        with self._mode(_Mode("base") if name == BASE_POLICY else _Mode("single", adapter=name)):
+            yield
+
+    @contextmanager
+    def _peft_policy(self, name: str) -> Iterator[None]:
+        """PEFT's own switches, for adapters the router cannot run. PEFT's set_adapter and
+        disable_adapter also change which adapters require grad (only the active one, or
+        none); which adapters train is the routing's decision (build_stack), so the flags
+        are put back."""
+        flags = [(p, p.requires_grad) for n, p in self.model.named_parameters() if "lora_" in n]
+
+        def restore() -> None:
+            for p, flag in flags:
+                p.requires_grad_(flag)
+
+        try:
             if name == BASE_POLICY:
                 with self.model.disable_adapter():
                     yield
             else:
                 self.model.set_adapter(name)
+                restore()
                 yield
-            return
-        with self._mode(_Mode("base") if name == BASE_POLICY else _Mode("single", adapter=name)):
-            yield
+        finally:
+            restore()
 
     @contextmanager
     def rows(self, policies_B: list[str]) -> Iterator[None]:
