@@ -1,5 +1,7 @@
-"""The update stage: PPO-clip steps for one policy on its own tokens, with per-role statistics.
+"""The update stage: PPO-clip steps for each policy on its own tokens, with per-role statistics.
 
+Policies whose adapters the LoRA router can mix share every forward and backward pass (a
+row mask keeps each adapter's gradient to its own rows); the rest train one after another.
 Each trainable policy has its own AdamW and scheduler, so a policy that is not stepped
 is not touched at all (a shared optimizer with stale zero grads would still apply decay
 and momentum). Mini-batches are split into token-budgeted micro-batches with gradient
@@ -261,6 +263,7 @@ def _update_group(model, group: list[str], rows_by_policy: dict[str, list[Row]],
                                 old[i, : len(x)] = x
                         total = None
                         for p in mini:
+                            # Each policy's loss on its own rows, with its own normaliser.
                             sel = [i for i, r in enumerate(mb) if r.policy == p] if mixed else None
                             if sel == []:
                                 continue
