@@ -48,12 +48,13 @@ class HFEngine:
     def generate(self, requests: list[GenRequest], *, temperature: float) -> list[GenOutput]:
         # A wave repeats each prompt G times: render and tokenize each distinct one once.
         rendered: dict[str, tuple[str, list[int]]] = {}
+        pairs = []
         for r in requests:
             key = json.dumps(r.messages, sort_keys=True)
             if key not in rendered:
                 text = self.render(r.messages)
                 rendered[key] = (text, self.tok(text, add_special_tokens=False)["input_ids"])
-        pairs = [rendered[json.dumps(r.messages, sort_keys=True)] for r in requests]
+            pairs.append(rendered[key])
         texts, ids_B = [t for t, _ in pairs], [list(ids) for _, ids in pairs]
         # A prompt over budget is not generated (its history is already too long to be
         # useful); it comes back empty and truncated, and the rest of the wave proceeds.
@@ -81,17 +82,20 @@ class HFEngine:
         was_training = self.model.training
         set_training(self.model, False)  # no dropout while sampling
         try:
-            logits_B, cache = self._prefill(input_ids, attn, policies)
-            with self._policies(policies):
+            with self._policies(policies) as route:
+                logits_B, cache = self._prefill(input_ids, attn, policies, route)
+                if route is not None:
+                    route(policies)
                 gen_B_T, lp_B_T = self._decode(logits_B, cache, attn, budget, temperature)
         finally:
             set_training(self.model, was_training)
         return [self._finish(text, ids, gen, lp, r.max_new_tokens)
                 for text, ids, gen, lp, r in zip(texts, ids_B, gen_B_T.tolist(), lp_B_T.tolist(), reqs)]
 
-    def _prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str]):
+    def _prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str], route=None):
         """(logits of every row's next token [B, V], KV cache of every row's prompt), each distinct
-        (prompt, policy) computed once and shared by the rows that repeat it.
+        (prompt, policy) computed once and shared by the rows that repeat it. `route` (a
+        mixed chunk) gets the policies of the rows actually run.
 
         A wave holds the G samples of each problem with identical prompts: their prefill is
         the same work G times over.
@@ -106,8 +110,9 @@ class HFEngine:
         slot = {k: u for u, k in enumerate(first)}
         ids_U, attn_U = input_ids_B[rep_U], attn_B[rep_U]
         cache = DynamicCache(config=self.model.config)
-        with self._policies([policies_B[i] for i in rep_U]):
-            out = self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
+        if route is not None:
+            route([policies_B[i] for i in rep_U])
+        out = self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
                              past_key_values=cache, use_cache=True, logits_to_keep=1)
         slot_B = torch.tensor([slot[k] for k in keys], device=input_ids_B.device)
         if len(rep_U) < len(keys):
@@ -152,7 +157,9 @@ class HFEngine:
         return torch.stack(tokens, 1), torch.stack(logps, 1)
 
     def _policies(self, row_policies: list[str]):
-        """The context that runs each row on its policy (the chunk is one the model can mix)."""
+        """The context that runs each row on its policy (the chunk is one the model can mix).
+        It yields None when every row has one policy, else `route(policies)` to call before a
+        model call whose rows are not `row_policies` (the adapter weights are read once)."""
         if not hasattr(self.model, "peft_config"):
             return nullcontext()
         router = router_for(self.model)

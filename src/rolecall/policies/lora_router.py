@@ -46,9 +46,10 @@ class _Mode:
     adapter: str = ""  # single
     adapters: tuple[str, ...] = ()  # rows: block k of the concatenation is adapters[k]
     block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
-    frozen: dict[int, tuple[torch.Tensor, ...]] | None = None  # rows: A_cat, B_cat, mask per layer, read once
-    weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # mixed: this pass's A_cat, B_cat
-    masks: dict[tuple[int, ...], torch.Tensor] = field(default_factory=dict)  # per rank layout, for block_B
+    frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # A_cat, B_cat per layer, read once
+    weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # else: this pass's read
+    masks: dict[tuple, torch.Tensor] = field(default_factory=dict)  # per (rank, scaling) layout, for block_B
+    layer_masks: dict[int, torch.Tensor] = field(default_factory=dict)  # the same, looked up per layer
 
 
 def _lora_linears(model) -> list:
@@ -130,31 +131,42 @@ class LoraRouter:
             restore()
 
     @contextmanager
-    def rows(self, policies_B: list[str]) -> Iterator[None]:
-        """Row b on `policies_B[b]`; weights read once at entry (do not train inside the block)."""
+    def rows(self, policies_B: list[str]) -> Iterator[Callable[[list[str]], None]]:
+        """Row b on `policies_B[b]`, weights read once at entry (do not train inside the block).
+
+        Yields `route(policies)` to route a later call whose rows have other policies (of the
+        same set), e.g. a prefill of the distinct prompts, then every row.
+        """
         adapters = tuple(sorted({p for p in policies_B if p != BASE_POLICY}))
         idx = {a: i for i, a in enumerate(adapters)}
-        mode = _Mode("rows", adapters=adapters, block_B=self._block([idx.get(p, -1) for p in policies_B]))
-        with torch.no_grad():
-            mode.frozen = {id(layer): (*_cat(layer, adapters), _mask(mode, layer)) for layer in self.layers} \
-                if adapters else {}
-        with self._mode(mode):
-            yield
+        with self.mixed(adapters, frozen=True) as set_rows:
+            def route(policies: list[str]) -> None:
+                set_rows(self._block([-1 if p == BASE_POLICY else idx[p] for p in policies]))
+
+            route(policies_B)
+            yield route
 
     @contextmanager
-    def mixed(self, policies: list[str]) -> Iterator[Callable[[torch.Tensor, bool], None]]:
+    def mixed(self, policies, frozen: bool = False) -> Iterator[Callable[[torch.Tensor, bool], None]]:
         """A block whose forwards mix `policies`; yields `set_rows(index_B, new_pass)`, called
-        before each model call with every row's index into `policies` (the batch size may
-        change between calls). `new_pass` re-reads the adapter weights: set it on the first
-        call of each forward pass (a backward frees the graph the previous read belongs to,
-        and an optimizer step changes the weights); calls within one pass share one read."""
+        before each model call with every row's index into `policies` (-1: the bare base; the
+        batch size may change between calls).
+
+        `frozen` reads the adapter weights once, here (generation). Otherwise `new_pass`
+        re-reads them: set it on the first call of each forward pass (a backward frees the
+        graph the previous read belongs to, and an optimizer step changes the weights);
+        calls within one pass share one read.
+        """
         adapters = tuple(policies)
         if BASE_POLICY in adapters:
-            raise ValueError("mixed(): the bare base is not a trainable policy")
+            raise ValueError("mixed(): the bare base is not an adapter; route its rows with index -1")
         mode = _Mode("rows", adapters=adapters)
+        if frozen:
+            with torch.no_grad():
+                mode.frozen = {id(layer): _cat(layer, adapters) for layer in self.layers} if adapters else {}
 
         def set_rows(index_B: torch.Tensor, new_pass: bool = True) -> None:
-            mode.block_B, mode.masks = index_B, {}
+            mode.block_B, mode.masks, mode.layer_masks = index_B, {}, {}
             if new_pass:
                 mode.weights = {}
 
@@ -198,10 +210,12 @@ class LoraRouter:
             if x.shape[0] != mode.block_B.shape[0]:
                 raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
             if mode.frozen is not None:
-                A_cat, B_cat, mask = mode.frozen[id(layer)]
+                A_cat, B_cat = mode.frozen[id(layer)]
             else:
                 A_cat, B_cat = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
-                mask = _mask(mode, layer)
+            mask = mode.layer_masks.get(id(layer))
+            if mask is None:
+                mask = mode.layer_masks[id(layer)] = _mask(mode, layer)
             # In place: linear's backward does not need its output, so autograd allows it.
             h = F.linear(layer.lora_dropout[mode.adapters[0]](_as(x, A_cat.dtype)), A_cat).mul_(mask)
             return _add_lora(result, h, B_cat)

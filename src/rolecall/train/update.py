@@ -206,16 +206,15 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     groups = [policies] if len(policies) > 1 and router.plain(policies) else [[p] for p in policies]
     out: dict[str, tuple[dict, dict]] = {}
     for group in groups:
-        out.update(_update_group(model, group, rows_by_policy, optims, algo, optim, pad_id=pad_id,
+        out.update(_update_group(model, router, group, rows_by_policy, optims, algo, optim, pad_id=pad_id,
                                  temperature=temperature, rng=rng, ref_by_row=ref_by_row, grad_shares=grad_shares))
     return out
 
 
-def _update_group(model, group: list[str], rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim],
+def _update_group(model, router, group: list[str], rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim],
                   algo: AlgoCfg, optim: OptimCfg, *, pad_id: int, temperature: float, rng: random.Random,
                   ref_by_row: dict[int, torch.Tensor], grad_shares: bool) -> dict[str, tuple[dict, dict]]:
     """PPO-clip epochs for the policies of one group, every forward and backward shared by the group."""
-    router = router_for(model)
     stats, grad_norms = _RoleStats(), {p: [] for p in group}
     skipped = {p: {"loss": 0, "grad": 0} for p in group}  # mini-batches not applied, by what was non-finite
     on_policy = algo.ppo_epochs == 1 and algo.mini_batches == 1
@@ -241,8 +240,8 @@ def _update_group(model, group: list[str], rows_by_policy: dict[str, list[Row]],
                 rng.shuffle(order)
                 size = math.ceil(len(order) / algo.mini_batches)
                 minis[p] = [order[lo: lo + size] for lo in range(0, len(order), size)]
-            for k in range(max(map(len, minis.values()))):
-                mini = {p: minis[p][k] for p in group if k < len(minis[p])}
+            for i_mini in range(max(map(len, minis.values()))):
+                mini = {p: minis[p][i_mini] for p in group if i_mini < len(minis[p])}
                 norm = {p: _norm(rows, algo.loss_agg) for p, rows in mini.items()}
                 finite = {p: True for p in mini}
                 roles = {p: sorted({r.role for r in rows}) for p, rows in mini.items()}
@@ -262,13 +261,12 @@ def _update_group(model, group: list[str], rows_by_policy: dict[str, list[Row]],
                                 x = old_by_row[id(r)]
                                 old[i, : len(x)] = x
                         total = None
-                        for p in mini:
+                        for k, p in enumerate(group):
                             # Each policy's loss on its own rows, with its own normaliser.
-                            sel = [i for i, r in enumerate(mb) if r.policy == p] if mixed else None
-                            if sel == []:
+                            own = b["policy_of_row"] == k if mixed else slice(None)
+                            if p not in mini or (mixed and not bool(own.any())):
                                 continue
-                            pick = (lambda t: t[sel]) if mixed else (lambda t: t)
-                            loss, _ = ppo_clip_loss(pick(logp), pick(old), pick(b["adv"]), pick(b["mask"]),
+                            loss, _ = ppo_clip_loss(logp[own], old[own], b["adv"][own], b["mask"][own],
                                                     clip_low=algo.clip_low, clip_high=algo.clip_high,
                                                     dual_clip=algo.dual_clip, agg=algo.loss_agg, norm=norm[p])
                             # After a non-finite micro-batch the policy's mini-batch is lost anyway; a
