@@ -17,9 +17,10 @@ shared mode, so switching policy is an attribute write. Modes:
       y = base(x) + ((x A_cat^T) * mask_row) B_cat^T   ==   base(x) + s_k B_k A_k x
 
   Two matmuls and a multiply per layer whatever the mix; the price is n x the LoRA FLOPs,
-  small next to the base layer while n·r << hidden size. `rows` reads the weights once at
-  entry (generation); `mixed` reads them once per forward pass, so gradients reach every
-  adapter from its own rows only (training several policies in one forward and backward).
+  small next to the base layer while n·r << hidden size. `rows` (by policy name) and
+  `mixed(frozen=True)` read the weights once at entry (generation); plain `mixed` reads
+  them once per forward pass, so gradients reach every adapter from its own rows only
+  (training several policies in one forward and backward).
 
 Outside a router block the layers run PEFT's own forward, so PEFT's API keeps working.
 Only plain LoRA qualifies (no DoRA or other variants, no fan_in_fan_out, no LoRA bias, not
