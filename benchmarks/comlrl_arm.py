@@ -1,4 +1,4 @@
-"""CoMLRL arm of issue 5's "multi-agent GRPO vs CoMLRL" throughput comparison.
+"""CoMLRL arm of the "multi-agent GRPO vs CoMLRL" throughput comparison (benchmarks/run.py).
 
 Runs CoMLRL 1.4.3's MAGRPO trainer, unmodified, on this project's embedded tiny model
 (src/rolecall/basemodel/embedded, a ~1.6M-parameter Qwen3 checkpoint) and prints one JSON

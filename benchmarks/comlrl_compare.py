@@ -1,4 +1,4 @@
-"""Issue 5 item 2: two cooperating roles, rolecall vs CoMLRL's MAGRPO, on the same work.
+"""Speed benchmark 2 of `benchmarks/run.py`: two cooperating roles, rolecall vs CoMLRL's MAGRPO, on the same work.
 
 The work of one step, as CoMLRL's MAGRPO does it (benchmarks/results/comlrl_notes.md):
 one 2-digit addition problem; two agents answer it independently, 8 samples each, at most

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent setup of the CoMLRL baseline venv for issue 5 (multi-agent GRPO vs CoMLRL).
+# Idempotent setup of the CoMLRL baseline venv for the speed benchmarks (multi-agent GRPO vs CoMLRL).
 #
 #   bash benchmarks/comlrl_setup.sh            # creates benchmarks/.venv-comlrl if missing
 #   COMLRL_VENV=/some/path bash benchmarks/comlrl_setup.sh

@@ -1,7 +1,7 @@
-"""What full role-level diagnostics cost on the default run (issue 4: at most 10 % of step time).
+"""What full role-level diagnostics cost on the default run (goal: at most +10 % step time).
 
 One trainer stack per routing (the default voting workflow, 8 problems x 8 samples, embedded
-model). Steps alternate between `train.diagnostics=full` (every SPEC §6 metric, kl_ref's
+model). Steps alternate between `train.diagnostics=full` (every role-level metric, kl_ref's
 extra base forward, SP grad shares, alarms) and `basic` (the loss-side metrics the trainer
 needs anyway), so both modes see the same weights' neighbourhood and the same machine load;
 the overhead is the ratio of mean step times. The pure-Python trajectory signatures and the

@@ -1,6 +1,6 @@
-"""Speed benchmarks of issue 5, one command: `python -m benchmarks.run`.
+"""Speed benchmarks, one command: `python -m benchmarks.run`.
 
-Every item of issue 5, in one run (~10 minutes on 2 cores; the first run also builds the
+Every speed benchmark, in one run (~10 minutes on 2 cores; the first run also builds the
 CoMLRL venv, ~1.5 minutes). Needs `pip install -e ".[bench]"`.
   1. TRL GRPOTrainer vs rolecall, single-agent GRPO (trl_compare.py).
   2. CoMLRL MAGRPO vs rolecall, two cooperating roles (comlrl_compare.py, comlrl_arm.py).

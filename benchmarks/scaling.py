@@ -1,4 +1,4 @@
-"""Issue 5 items 6 and 7: how step time scales, and how much memory a run holds.
+"""Speed benchmarks 6 and 7 of `benchmarks/run.py`: how step time scales, and how much memory a run holds.
 
 Scaling: seconds per training step of the default voting run as the group size grows
 (4, 8, 16) and as the number of parallel generator slots grows (1, 3, 5 voters), next to

@@ -1,4 +1,4 @@
-"""Issue 5 item 1: single-agent GRPO, rolecall vs TRL's GRPOTrainer, on identical work.
+"""Speed benchmark 1 of `benchmarks/run.py`: single-agent GRPO, rolecall vs TRL's GRPOTrainer, on identical work.
 
 Both arms train the embedded tiny model (same weights) with a fresh LoRA (r 16, alpha 32,
 all linear modules, dropout 0) on the same prompts (the `single` workflow's generator

@@ -1,4 +1,4 @@
-"""Budgets (RELIABILITY 17): a turn over its token budget and an episode over its wall-clock
+"""Budgets: a turn over its token budget and an episode over its wall-clock
 budget are cut and marked, and the rest of the batch proceeds."""
 from __future__ import annotations
 

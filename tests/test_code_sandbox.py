@@ -1,5 +1,6 @@
-"""Code sandbox: RELIABILITY.md #1-#9 as tests (timeouts, floods, memory, forks, early exits,
-tampering, strict comparison, network/secrets/files, infrastructure failures).
+"""Code sandbox: nine faults of untrusted, model-written code as tests, numbered #1-#9 in the
+section headers below (timeouts, floods, memory, forks, early exits, tampering, strict
+comparison, network/secrets/files, infrastructure failures).
 
 Every run here is real: model-like programs are executed in the sandbox with short limits.
 """

@@ -1,4 +1,4 @@
-"""Strict inputs (RELIABILITY 18, 20): every config error fails before any model loads, naming
+"""Strict inputs: every config error fails before any model loads, naming
 the dotted path, the bad value and what is allowed; nothing in a config, prompt file or
 dataset is ever executed as code."""
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_bad_rows_stop_the_run_or_are_skipped_and_counted(tiny_model_dir, tmp_pa
 
 
 def test_a_failing_verifier_skips_steps_then_halts_with_a_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
-    """RELIABILITY #9: unscorable is not wrong; too many skip the step; repeats halt the run."""
+    """A crashed verifier is not a wrong answer: unscorable is not wrong; too many skip the step; repeats halt the run."""
     from rolecall.rewards import Score
     from rolecall.train import loop
 

@@ -1,4 +1,5 @@
-"""Optimizer-side diagnostics (SPEC §6) against hand computations, and each role's share of a
+"""Optimizer-side diagnostics (chi2, perplexities, KL, clip fraction, entropy, grad norm)
+against hand computations, and each role's share of a
 shared adapter's gradient under Shared-Policy."""
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from rolecall.config import AlgoCfg, load_config
 from rolecall.engines.base import GenRequest
 from rolecall.train.batch import Row, collate
 from rolecall.train.loop import build_stack
-from rolecall.train.update import _collect, _RoleStats, update_policy
+from rolecall.train.role_stats import RoleStats, collect
+from rolecall.train.update import update_policy
 
 
 def test_collect_matches_hand_computation():
@@ -22,8 +24,8 @@ def test_collect_matches_hand_computation():
     logp = torch.tensor([[-0.5, -2.5, 0.0]])  # π on the completion: -0.5, -2.5
     ref = torch.tensor([[-1.5, -2.0, 0.0]])   # base model on the same tokens
     ent = torch.tensor([[0.7, 0.9, 0.0]])
-    stats = _RoleStats()
-    _collect(stats, [row], b, logp, logp.clone(), ent, AlgoCfg(), ref[[0]], [0])
+    stats = RoleStats()
+    collect(stats, [row], b, logp, logp.clone(), ent, AlgoCfg(), None, ref, [0])
     m = stats.result()["g"]
     lr = [-0.5 - -1.0, -2.5 - -2.0]  # log π/μ = 0.5, -0.5
     assert m["chi2_token"] == pytest.approx(sum(math.exp(x) ** 2 for x in lr) / 2 - 1)
@@ -51,7 +53,8 @@ def _role_grad(stack, rows, role, all_rows):
     """The gradient of one role's part of the loss, computed on its own (reference)."""
     from rolecall.loss import ppo_clip_loss
     from rolecall.policies.model import active_policy
-    from rolecall.train.update import _flat_grad, _forward, _norm
+    from rolecall.train.role_stats import flat_grad as _flat_grad
+    from rolecall.train.update import _forward, _norm
 
     cfg = stack.cfg
     popt = stack.optims["shared"]
@@ -90,7 +93,7 @@ def test_shared_policy_grad_share_is_each_roles_projection(tiny_model_dir):
 
 
 def test_kl_ref_sample_takes_evenly_spaced_rows_of_each_role():
-    from rolecall.train.update import kl_ref_sample
+    from rolecall.train.role_stats import kl_ref_sample
 
     rows = [Row([1, 2], 1, [0.0], 0.0, "g" if i < 30 else "a", "s") for i in range(34)]
     picked = kl_ref_sample(rows, 3)

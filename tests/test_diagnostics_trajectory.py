@@ -1,4 +1,5 @@
-"""Trajectory-side role signatures against hand-computed values (SPEC §6, seed 000 A.3-A.4)."""
+"""Trajectory-side role signatures against hand-computed values (definitions of "When Does
+Multi-Agent RL Improve LLM Workflows?", arXiv 2605.24202, Appendix A.3-A.4)."""
 from __future__ import annotations
 
 import pytest

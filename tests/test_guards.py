@@ -1,4 +1,4 @@
-"""Non-finite values (RELIABILITY 16): a NaN/Inf loss, gradient or reward changes no weight and
+"""Non-finite values: a NaN/Inf loss, gradient or reward changes no weight and
 no optimizer state, is counted, and K consecutive ones halt the run naming step and source."""
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def _state(stack) -> dict:
     popt = stack.optims["generator"]
     return {"params": {n: p.detach().clone() for n, p in stack.model.named_parameters()},
             "optim": copy.deepcopy(popt.optimizer.state_dict()),
-            "sched": (popt.scheduler.last_epoch, popt.scheduler.get_last_lr())}
+            "sched": (popt.schedule.taken, popt.schedule.lr)}
 
 
 def _assert_bit_identical(a: dict, b: dict) -> None:
@@ -81,15 +81,15 @@ def warmed(stack):
 
 
 def _poisoned(real_loss, when=lambda: True):
-    """`ppo_clip_loss` whose loss is NaN whenever `when()` says so."""
+    """The update's objective, NaN whenever `when()` says so."""
     def loss(*a, **k):
-        value, metrics = real_loss(*a, **k)
-        return (value * NAN if when() else value), metrics
+        value = real_loss(*a, **k)
+        return value * NAN if when() else value
     return loss
 
 
 def test_nan_loss_changes_no_weight_and_no_optimizer_state(warmed, monkeypatch):
-    monkeypatch.setattr(update, "ppo_clip_loss", _poisoned(update.ppo_clip_loss))
+    monkeypatch.setattr(update, "_objective", _poisoned(update._objective))
     before = _state(warmed)
     pol = _update(warmed, _rows(warmed))
     _assert_bit_identical(before, _state(warmed))
@@ -115,13 +115,13 @@ def test_the_schedule_counts_only_optimizer_steps_taken(warmed, monkeypatch):
     popt = warmed.optims["generator"]
     for bad_call, taken in ((None, 2), (2, 1)):
         calls = []
-        monkeypatch.setattr(update, "ppo_clip_loss",
-                            _poisoned(update.ppo_clip_loss, lambda: calls.append(1) or len(calls) == bad_call))
-        epoch, steps = popt.scheduler.last_epoch, _adam_steps(popt)
+        monkeypatch.setattr(update, "_objective",
+                            _poisoned(update._objective, lambda: calls.append(1) or len(calls) == bad_call))
+        epoch, steps = popt.schedule.taken, _adam_steps(popt)
         pol = _update(warmed, _rows(warmed), mini_batches=2)
         monkeypatch.undo()  # the real loss again for the next case
         assert len(calls) == 2 and pol["nonfinite_loss"] == 2 - taken
-        assert (popt.scheduler.last_epoch - epoch, _adam_steps(popt) - steps) == (taken, taken)
+        assert (popt.schedule.taken - epoch, _adam_steps(popt) - steps) == (taken, taken)
 
 
 def _adam_steps(popt) -> int:
@@ -172,7 +172,7 @@ def _nan_loss_on_steps(monkeypatch, bad_steps: set[int]) -> None:
         current["step"] = step
         return real_step(stack, step)
     monkeypatch.setattr(loop, "train_step", train_step)
-    monkeypatch.setattr(update, "ppo_clip_loss", _poisoned(update.ppo_clip_loss, lambda: current["step"] in bad_steps))
+    monkeypatch.setattr(update, "_objective", _poisoned(update._objective, lambda: current["step"] in bad_steps))
 
 
 def _step_rows(out):

@@ -1,5 +1,6 @@
-"""math-verify equivalence in a killable worker: known pitfalls (RELIABILITY #11) and a hard
-deadline that holds from the main thread, a worker thread and another process (#10)."""
+"""math-verify equivalence in a killable worker: known pitfalls (different factorials, lists
+of values, `\\text{13}` vs `13`, bold answers, intervals vs inequalities) and a hard deadline
+that holds from the main thread, a worker thread and another process."""
 from __future__ import annotations
 
 import subprocess

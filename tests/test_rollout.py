@@ -50,12 +50,12 @@ def test_eval_opt_waves_shrink_as_episodes_stop():
 
     def script(r):
         if r.policy == "evaluator":  # problem p0 is accepted, p1 never
-            return "\\boxed{Correct}" if "0+0" in r.messages[-1]["content"] else "\\boxed{Incorrect}"
+            return "\\boxed{Correct}" if "0+0" in r.messages[0]["content"] else "\\boxed{Incorrect}"
         return "\\boxed{0}"
     engine = ScriptedEngine(script)
     eps = go(wf, engine, 2, 2)
-    assert [len(b) for b in engine.batches] == [4, 4, 2, 2, 2]
-    assert [len(e.turns) for e in eps] == [2, 2, 5, 5]
+    assert [len(b) for b in engine.batches] == [4, 4, 2, 2, 2, 2]
+    assert [len(e.turns) for e in eps] == [2, 2, 6, 6]
 
 
 def test_episodes_problem_major_and_sample_indices():

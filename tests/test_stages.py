@@ -39,11 +39,32 @@ def test_flatten_is_episode_major_call_order():
 def test_group_id_keys():
     ep = voting_episode("p7", 0, 1.0)
     t = ep.turns[1]
-    assert group_id(ep, t, "slot") == ("p7", "generator1")
-    assert group_id(ep, t, "role") == ("p7", "generator")
-    assert group_id(ep, t, "episode") == ("p7",)
+    ep.group = 3  # the step's fourth drawn problem
+    assert group_id(ep, t, "slot") == (3, "p7", "generator1")
+    assert group_id(ep, t, "role") == (3, "p7", "generator")
+    assert group_id(ep, t, "episode") == (3, "p7")
     with pytest.raises(ValueError, match="algo.group_by"):
         group_id(ep, t, "turn")
+
+
+def test_a_problem_drawn_twice_in_one_step_is_two_groups():
+    """At an epoch boundary a step can draw one problem twice: two groups of G, not one of 2G.
+    Draw 0 rewards [1, 0], draw 1 rewards [1, 1]: draw 1 has no spread, so advantage 0 there;
+    merged into one group of 4 it would have got (1 - 0.75) / std > 0."""
+    from rolecall.engines.scripted import ScriptedEngine
+    from rolecall.rollout import rollout
+    from rolecall.workflows import build_workflow, load_prompts
+
+    p = Problem(uid="p", prompt="1+1", answer="2")
+    wf = build_workflow("single", load_prompts("math"), {})
+    eps = rollout(wf, [p, p], 2, ScriptedEngine(lambda r: "x"), {"generator": "generator"}, lambda r: 8, 0.7)
+    assert [ep.group for ep in eps] == [0, 0, 1, 1]
+    for ep, r in zip(eps, [1.0, 0.0, 1.0, 1.0]):
+        ep.reward = r
+    _, adv, m = advantages(eps, "grpo", None)
+    assert m["adv/groups"] == 2
+    assert adv[2:] == [0.0, 0.0]
+    assert adv[0] > 0 > adv[1]
 
 
 def test_grpo_groups_by_problem_and_slot():

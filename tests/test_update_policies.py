@@ -42,7 +42,7 @@ def _rows(stack, policy, adv_scale=1.0):
 
 def _save(stack):
     return ({n: p.detach().clone() for n, p in stack.model.named_parameters()},
-            {p: (copy.deepcopy(o.optimizer.state_dict()), copy.deepcopy(o.scheduler.state_dict()))
+            {p: (copy.deepcopy(o.optimizer.state_dict()), copy.deepcopy(o.schedule.state_dict()))
              for p, o in stack.optims.items()})
 
 
@@ -53,7 +53,7 @@ def _restore(stack, saved):
             p.copy_(params[n])
     for p, (o, s) in optims.items():
         stack.optims[p].optimizer.load_state_dict(o)
-        stack.optims[p].scheduler.load_state_dict(s)
+        stack.optims[p].schedule.load_state_dict(s)
 
 
 def _run(stack, rows, together: bool, mini_batches: int):
@@ -93,13 +93,13 @@ def test_a_nonfinite_loss_in_one_policy_leaves_the_other_training(stack, monkeyp
     ref = _run(stack, {"generator": rows["generator"]}, False, 1)  # the generator alone
     gen_alone = {n: p.detach().clone() for n, p in stack.model.named_parameters() if ".generator." in n}
     _restore(stack, start)
-    real = update.ppo_clip_loss
+    real = update._objective
 
-    def poisoned(logp, old, adv, mask, **k):  # NaN for the aggregator's rows (advantage +-7) only
-        value, metrics = real(logp, old, adv, mask, **k)
-        return (value * math.nan if bool((adv.abs() == 7.0).any()) else value), metrics
+    def poisoned(logp, old, ent, mask, adv, *a, **k):  # NaN for the aggregator's rows (advantage +-7) only
+        value = real(logp, old, ent, mask, adv, *a, **k)
+        return value * math.nan if bool((adv.abs() == 7.0).any()) else value
 
-    monkeypatch.setattr(update, "ppo_clip_loss", poisoned)
+    monkeypatch.setattr(update, "_objective", poisoned)
     got = _run(stack, rows, True, 1)
     assert (got["aggregator"][1]["nonfinite_loss"], got["generator"][1]["nonfinite_loss"]) == (1, 0)
     for n, p in stack.model.named_parameters():
@@ -122,7 +122,7 @@ def test_adapters_the_router_cannot_mix_train_one_after_another(tiny_model_dir, 
     from rolecall.config import AlgoCfg, OptimCfg
     from rolecall.engines.hf import HFEngine
     from rolecall.policies.model import attach_adapters, load_base
-    from rolecall.train.update import build_optimizers
+    from rolecall.train.optim import build_optimizers
 
     model, tok = load_base(str(tiny_model_dir))
     if kind == "dora":
@@ -146,7 +146,7 @@ def test_adapters_the_router_cannot_mix_train_one_after_another(tiny_model_dir, 
         rows[pol] = [Row(o.prompt_ids + o.completion_ids, len(o.prompt_ids), o.logprobs, (-1.0) ** i, f"r{pol}", pol)
                      for i, o in enumerate(outs) if o.completion_ids]
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    optims = build_optimizers(model, ("a", "d"), OptimCfg(), 1)
+    optims = build_optimizers(model, ("a", "d"), OptimCfg())
     out = update_policies(model, rows, optims, AlgoCfg(), OptimCfg(), pad_id=tok.pad_token_id, temperature=1.0,
                           rng=random.Random(0))
     assert set(out) == {"a", "d"} and all(m["nonfinite_loss"] == 0 for _, m in out.values())

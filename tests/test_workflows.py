@@ -54,7 +54,7 @@ def roles(ep):
 
 
 def test_shipped_workflow_names_and_roles():
-    """The four shipped workflows are registered with the roles the spec gives them."""
+    """The four shipped workflows are registered with the roles the paper gives them."""
     assert {n: c.roles for n, c in WORKFLOWS.items()} == {
         "single": ("generator",),
         "eval_opt": ("generator", "evaluator"),
@@ -207,22 +207,37 @@ def test_eval_opt_stops_on_correct():
     assert ep.info["verdicts"] == [True]
 
 
-def test_eval_opt_at_most_rounds_generator_calls():
-    """Always Incorrect with rounds=3: three generator calls (one slot), two evaluator calls."""
+def test_eval_opt_at_most_rounds_generator_and_evaluator_calls():
+    """Always Incorrect with rounds=3 (math): three generator and three evaluator calls, as the
+    paper's code runs it; the last verdict changes nothing but its turn is trained."""
     eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"],
                                      evaluator="\\boxed{Incorrect} wrong sum"))
     (ep,) = eps
-    assert slots(ep) == ["generator", "evaluator", "generator", "evaluator", "generator"]
+    assert slots(ep) == ["generator", "evaluator"] * 3
     assert ep.final_answer == "\\boxed{3}"  # the last generator output
-    assert ep.info["verdicts"] == [False, False]
+    assert ep.info["verdicts"] == [False, False, False]
+    assert ep.info["graded"] == {"judged": ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]}
 
 
-@pytest.mark.parametrize("rounds,expected", [(1, ["generator"]),
-                                             (2, ["generator", "evaluator", "generator"])])
+@pytest.mark.parametrize("rounds,expected", [(1, ["generator", "evaluator"]),
+                                             (2, ["generator", "evaluator"] * 2)])  # code: 2 + 2
 def test_eval_opt_rounds_option(rounds, expected):
     eps, _ = run("eval_opt", by_role(generator="\\boxed{1}", evaluator="\\boxed{Incorrect}"),
                  options={"rounds": rounds})
     assert slots(eps[0]) == expected
+
+
+@pytest.mark.parametrize("task,rounds", [("math", 3), ("code", 2)])
+def test_eval_opt_call_counts_match_the_paper_presets(task, rounds):
+    """The paper presets' rounds give 3 + 3 calls on math and 2 + 2 on code."""
+    from rolecall.config import load_config
+
+    cfg = load_config(REPO / "configs" / "paper" / f"{task}-eval_opt-ip.yaml",
+                      [f"data.path={REPO / 'README.md'}"])
+    assert cfg.workflow.options["rounds"] == rounds
+    eps, _ = run("eval_opt", by_role(generator="\\boxed{1}", evaluator="\\boxed{Incorrect}"),
+                 options=cfg.workflow.options)
+    assert roles(eps[0]).count("generator") == roles(eps[0]).count("evaluator") == rounds
 
 
 def test_eval_opt_unparseable_verdict_revises():
@@ -234,8 +249,23 @@ def test_eval_opt_unparseable_verdict_revises():
     assert ep.final_answer == "\\boxed{2}"
 
 
-def test_eval_opt_revision_sees_conversation_and_critique():
-    """The reviser gets its first answer as an assistant turn and the critique after it."""
+@pytest.mark.parametrize("text,verdict", [
+    ("\\boxed{Incorrect} then later \\boxed{Correct}", False),   # the first verdict box counts
+    ("the answer is \\boxed{42}. \\boxed{Correct}", True),         # a leaked answer box is no verdict
+    ("\\boxed{ correct }", True),
+    ("<think>\\boxed{Incorrect}</think> \\boxed{Correct}", True),   # reasoning is not the reply
+    ("\\boxed{Maybe}", None),
+    ("Correct", None),
+])
+def test_eval_opt_verdict_is_the_first_verdict_box(text, verdict):
+    from rolecall.parsing import first_verdict
+
+    assert first_verdict(text) is verdict
+
+
+def test_eval_opt_revision_and_evaluator_see_the_conversation():
+    """The reviser gets its first answer as an assistant turn and the critique after it; the
+    evaluator sees the problem, every solution so far and its own earlier critiques."""
     eps, engine = run("eval_opt", by_role(generator=["first \\boxed{1}", "second \\boxed{42}"],
                                           evaluator=["\\boxed{Incorrect} carry the ten", "\\boxed{Correct}"]))
     evaluator_req = engine.batches[1][0]
@@ -245,8 +275,45 @@ def test_eval_opt_revision_sees_conversation_and_critique():
     assert "12+30" in revise[0]["content"]
     assert revise[1]["content"] == "first \\boxed{1}"
     assert "carry the ten" in revise[2]["content"]
-    second_review = engine.batches[3][0].messages[-1]["content"]
-    assert "second \\boxed{42}" in second_review and "first" not in second_review
+    review = engine.batches[3][0].messages
+    assert [m["role"] for m in review] == ["user", "assistant", "user"]
+    assert "12+30" in review[0]["content"] and "first \\boxed{1}" in review[0]["content"]
+    assert review[1]["content"] == "\\boxed{Incorrect} carry the ten"
+    assert "second \\boxed{42}" in review[2]["content"] and "first" not in review[2]["content"]
+
+
+def _scored_eval_opt(options, evaluator):
+    """One eval_opt episode scored by the exact math verifier (gold 42), then credited."""
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.config import RewardCfg
+    from rolecall.train.stages import credit, score
+
+    wf = build_workflow("eval_opt", load_prompts("math"), options)
+    engine = ScriptedEngine(by_role(generator=["\\boxed{1}", "\\boxed{42}", "\\boxed{42}"], evaluator=evaluator))
+    eps = rollout(wf, [PROBLEM], 1, engine, isolated(wf), lambda role: 32, 0.7)
+    verifier = build_verifier(RewardCfg(math_checker="strict"))
+    try:
+        score(eps, verifier)
+    finally:
+        verifier.close()
+    return eps[0], credit(eps, wf)
+
+
+def test_eval_opt_evaluator_accuracy_and_optional_evaluator_reward():
+    # Judged: \\boxed{1} (wrong) called Incorrect -> right; \\boxed{42} (right) called "??" -> wrong;
+    # \\boxed{42} (right) called Correct -> right.
+    verdicts = ["\\boxed{Incorrect}", "??", "\\boxed{Correct}"]
+    ep, metrics = _scored_eval_opt({}, verdicts)
+    assert ep.info["graded_rewards"] == {"judged": [0.0, 1.0, 1.0]}
+    assert metrics["eval_opt/evaluator_accuracy"] == pytest.approx(2 / 3)
+    assert metrics["eval_opt/iter1_verdict_incorrect"] == 1.0
+    assert "turn_rewards" not in ep.info  # off by default: the outcome is broadcast
+    ep, _ = _scored_eval_opt({"evaluator_reward": True}, verdicts)
+    evaluators = [t.index for t in ep.turns if t.role == "evaluator"]
+    assert ep.info["turn_rewards"] == dict(zip(evaluators, [1.0, 0.0, 1.0]))
+    from rolecall.train.stages import advantages
+    turns, adv, _ = advantages([ep], "grpo", "slot")  # one episode: every advantage 0, but no error
+    assert len(turns) == 6
 
 
 # --------------------------------------------------------------------------- orch_workers

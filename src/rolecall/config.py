@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo,
@@ -98,8 +98,25 @@ class AlgoCfg(_Strict):
     clip_high: float = Field(0.28, gt=0, description="PPO clip epsilon above 1.")
     dual_clip: float | None = Field(3.0, gt=1, description="Dual-clip constant c for negative advantages; null disables.")
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = Field("seq-mean-token-mean", description="Loss aggregation.")
-    mini_batches: PositiveInt = Field(1, description="Optimizer steps per training step per policy.")
+    mini_batch_problems: PositiveInt | None = Field(
+        None, description="PPO mini-batch in problems, as the paper counts it: each policy's rows are dealt into "
+                          "ceil(rows / (mini_batch_problems x group_size)) mini-batches, one optimizer step each, so a "
+                          "policy that plays 3 slots takes 3 steps per iteration. Default: rollout.problems_per_step.")
+    mini_batches: PositiveInt | None = Field(
+        None, description="Not the paper's rule: a fixed number of optimizer steps per iteration for every policy, "
+                          "whatever its rows. Set this or mini_batch_problems, not both.")
     ppo_epochs: PositiveInt = Field(1, description="Passes over the rollout batch.")
+    kl_coef: float = Field(0.0, ge=0, description="KL(policy || base model, adapters off) added to the loss with this weight "
+                                                  "(k3 estimator, aggregated like the loss); 0 = off, as in the paper's runs.")
+    kl_coef_by_role: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="Per-role KL anchor: these roles use their own KL weight instead of kl_coef "
+                                          "(the paper's per-role KL intervention, e.g. {generator: 0.05}).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus: this weight times the policy's token entropy "
+                                                       "(aggregated like the loss) is subtracted from the loss; 0 = off.")
+    coherence_lambda: float = Field(0.0, ge=0, le=1, description="Gradient-coherence regularizer: each adapter's gradient "
+                                    "is scaled by 1 - lambda * clamp(cos(g, EMA of g), 0, 1) before clipping; 0 = off.")
+    coherence_beta: float = Field(0.9, ge=0, lt=1, description="EMA decay of the gradient history the coherence "
+                                                               "regularizer compares against.")
     micro_batch_tokens: PositiveInt = Field(16384, description="Most padded tokens in one forward/backward (gradient accumulation).")
 
 
@@ -153,7 +170,7 @@ class TrainCfg(_Strict):
     wandb_project: str = Field("rolecall", description="W&B project (sink wandb).")
     wandb_mode: Literal["offline", "online", "disabled"] = Field("offline", description="W&B mode; offline needs no network (sync later with `wandb sync`).")
     diagnostics: Literal["full", "basic"] = Field(
-        "full", description="full: every role-level diagnostic (SPEC §6); basic: loss, chi2_token, ppl, entropy, clip, grad norm only.")
+        "full", description="full: every role-level diagnostic (docs/diagnostics.md); basic: loss, chi2_token, ppl, entropy, clip, grad norm only.")
     kl_ref: bool = Field(True, description="With full diagnostics, log kl_ref (KL to the base model, adapters off).")
     kl_ref_rows: PositiveInt = Field(16, description="kl_ref is estimated on this many rows per role per step (one extra no-grad forward over them).")
     max_nonfinite_steps: PositiveInt = Field(
@@ -205,9 +222,11 @@ class Config(_Strict):
                              f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
         wf = build_workflow(self.workflow.name, prompts, self.workflow.options)
         build_routing(self.routing, wf.roles, self.policy_table())
-        unknown = sorted(set(self.rollout.max_new_tokens_by_role) - set(wf.roles))
-        if unknown:
-            raise ValueError(f"rollout.max_new_tokens_by_role: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
+        for field, by_role in (("rollout.max_new_tokens_by_role", self.rollout.max_new_tokens_by_role),
+                               ("algo.kl_coef_by_role", self.algo.kl_coef_by_role)):
+            unknown = sorted(set(by_role) - set(wf.roles))
+            if unknown:
+                raise ValueError(f"{field}: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
         self._check_batch_sizes()
         return self
 
@@ -219,11 +238,20 @@ class Config(_Strict):
             raise ValueError(f"rollout.group_size: {r.group_size} gives every turn advantage 0 with algo.estimator "
                              f"{a.estimator!r} (groups compare the samples of one problem); allowed: >= 2")
         episodes = r.problems_per_step * r.group_size
-        if a.mini_batches > episodes:
+        if a.mini_batches is not None and a.mini_batch_problems is not None:
+            raise ValueError(f"algo.mini_batches ({a.mini_batches}) and algo.mini_batch_problems ({a.mini_batch_problems}) "
+                             "are both set; allowed: one of them (mini_batch_problems is the paper's rule)")
+        if a.mini_batches is not None and a.mini_batches > episodes:
             raise ValueError(f"algo.mini_batches: {a.mini_batches} is more than the {episodes} episodes of a step "
                              f"(rollout.problems_per_step {r.problems_per_step} x rollout.group_size {r.group_size}), "
                              f"so some mini-batches would be empty; allowed: 1..{episodes}")
 
+
+    def mini_batch_rows(self) -> int | None:
+        """Rows per PPO mini-batch (None: a fixed count of algo.mini_batches per iteration)."""
+        if self.algo.mini_batches is not None:
+            return None
+        return (self.algo.mini_batch_problems or self.rollout.problems_per_step) * self.rollout.group_size
 
     def reward_cfg(self) -> "RewardCfg":
         """The reward section with `auto` choices made for this task."""

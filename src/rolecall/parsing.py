@@ -1,6 +1,8 @@
 """Text parsing shared by workflows and verifiers: boxed answers and think blocks."""
 from __future__ import annotations
 
+import re
+
 _THINK_CLOSE = "</think>"
 
 
@@ -26,3 +28,14 @@ def last_boxed(text: str) -> str | None:
             return text[start + len(key): i - 1].strip()
         start = text.rfind(key, 0, start)
     return None
+
+
+_VERDICT = re.compile(r"\\boxed\{\s*(correct|incorrect)\s*\}", re.IGNORECASE)
+
+
+def first_verdict(text: str) -> bool | None:
+    """The evaluator's verdict as the paper's code reads it: the FIRST `\\boxed{Correct}` or
+    `\\boxed{Incorrect}` after any think block (case and inner spaces ignored); True, False,
+    or None when there is none. Other boxes (a leaked `\\boxed{42}`) are not verdicts."""
+    m = _VERDICT.search(strip_think(text))
+    return None if m is None else m.group(1).lower() == "correct"

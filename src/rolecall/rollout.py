@@ -79,12 +79,12 @@ async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
         seen = now
 
 
-async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int]], engine: Engine,
+async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], engine: Engine,
                    routes: Mapping[str, str], max_new_tokens: Callable[[str], int],
                    temperature: float, on_wave: Callable[[int], None] | None,
                    episode_timeout_s: float | None) -> list[Episode]:
     waves = _Waves()
-    episodes = [Episode(problem=p, sample=g) for p, g in jobs]
+    episodes = [Episode(problem=p, sample=g, group=k) for p, g, k in jobs]
     started: dict[int, float] = {}  # episode index -> monotonic start time
 
     async def one(i: int, ep: Episode) -> None:
@@ -135,6 +135,6 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
 
     `episode_timeout_s` is each episode's wall-clock budget (see the module docstring).
     """
-    jobs = [(p, g) for p in problems_P for g in range(group_size)]
+    jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
     return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave,
                                 episode_timeout_s))

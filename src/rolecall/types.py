@@ -51,3 +51,4 @@ class Episode:
     final_answer: str = ""
     reward: float | None = None  # None = unscorable (verifier failed), never silently 0
     info: dict[str, Any] = field(default_factory=dict)  # workflow-specific facts (e.g. fallbacks)
+    group: int = 0  # which draw of the step it belongs to (a problem drawn twice is two groups)

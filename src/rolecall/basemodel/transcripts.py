@@ -15,6 +15,7 @@ from rolecall.parsing import last_boxed
 
 _EXPR = re.compile(r"(\d+)([+-])(\d+)")
 _LISTED = re.compile(r"^(\d+): (.*)$", re.MULTILINE)
+_SOLUTION = re.compile(r"[Ss]olution: (.*)")
 STRATEGIES = (
     "Add the ones, then the tens.", "Split each number into tens and ones.",
     "Round to a ten, then fix the difference.", "Count on from the larger number.",
@@ -67,7 +68,8 @@ class OracleEngine:
         if role in ("generator", "worker"):
             return self._answer(truth)
         if role == "evaluator":
-            said = last_boxed(text.rsplit("Solution:", 1)[-1])
+            # The judged solution follows "Solution:" (first review) or "Revised solution:" (follow-up).
+            said = last_boxed(_SOLUTION.search(text).group(1))
             right = (said == str(truth)) == (self.rng.random() < self.rates.judge)
             verdict = "Correct" if right else "Incorrect"
             why = self.rng.choice(CRITIQUES_GOOD if right else CRITIQUES_BAD)

@@ -1,4 +1,8 @@
-"""Drift alarms over the metric stream (SPEC §6, seed 000 §5): each fires once, as an event.
+"""Drift alarms over the metric stream: each fires once, as an event.
+
+The alarms watch for the failures described in "When Does Multi-Agent RL Improve LLM
+Workflows? Workflow, Scale, and Policy-Sharing Tradeoffs" (arXiv 2605.24202): role-level
+gradient amplification and Shared-Policy role capture (its §5), late validation drift (§4.4).
 
 - `gradient_amplification` (Isolated-Policy): a role with parallel slots (voting's
   generators, orch_workers' workers) has its own adapter, and its training perplexity or

@@ -1,6 +1,7 @@
 """Trajectory-side signatures per role, from the text and token counts of one step's episodes.
 
-Definitions follow seed 000 (§5, Appendix A.3–A.4) and SPEC §6:
+Definitions follow "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and
+Policy-Sharing Tradeoffs" (arXiv 2605.24202, §5 and Appendix A.3–A.4):
 - `len_p50`, `len_p95`: completion-token percentiles (linear interpolation between ranks).
 - `boxed_rate`: turns whose text (after any think block) holds a parseable `\\boxed{}`.
 - `hedge_rate`: turns containing any phrase of HEDGES (case-insensitive, whole words).
@@ -23,7 +24,7 @@ from collections import defaultdict
 from itertools import combinations
 from statistics import fmean
 
-from rolecall.parsing import last_boxed, strip_think
+from rolecall.parsing import first_verdict, last_boxed, strip_think
 from rolecall.types import Episode, Turn
 
 HEDGES = ("wait", "alternatively", "actually", "hmm", "let me reconsider", "on second thought",
@@ -58,8 +59,9 @@ def has_code_fence(text: str, min_lines: int = 3) -> bool:
 
 
 def verdict(text: str) -> str | None:
-    box = (last_boxed(strip_think(text)) or "").strip().lower()
-    return box if box in ("correct", "incorrect") else None
+    """'correct' / 'incorrect' from the first verdict box (as eval_opt reads it), else None."""
+    v = first_verdict(text)
+    return None if v is None else ("correct" if v else "incorrect")
 
 
 def evaluator_form(text: str, n_tokens: int) -> str:
@@ -131,9 +133,9 @@ def parallel_jaccard(episodes: list[Episode]) -> dict[str, float]:
 
 
 def mixed_group_frac(episodes: list[Episode]) -> float:
-    """Fraction of problems whose group of episodes got more than one distinct reward."""
-    groups: dict[str, set] = defaultdict(set)
+    """Fraction of groups (drawn problems) whose episodes got more than one distinct reward."""
+    groups: dict[tuple, set] = defaultdict(set)
     for ep in episodes:
         if ep.reward is not None:
-            groups[ep.problem.uid].add(ep.reward)
+            groups[(ep.group, ep.problem.uid)].add(ep.reward)
     return fmean(len(v) > 1 for v in groups.values()) if groups else float("nan")

@@ -9,6 +9,7 @@ from html import escape
 from importlib.resources import files
 from pathlib import Path
 
+from rolecall.diagnostics.summary import summarize
 from rolecall.report.load import Run, load_run, normalise, run_names
 from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, key_html, render, timeline
 
@@ -170,6 +171,36 @@ class Page:
             html.append('<p class="empty">No alarms were raised.</p>')
         return "".join(html)
 
+    def stats(self) -> str:
+        """Per run, Table 2's first→peak ratios and Fig. 5's amplitudes per role then policy, and the accuracy line."""
+        head = ("<tr><th>role / policy</th><th>χ² first→peak</th><th>perplexity first→peak</th>"
+                "<th>grad norm first→peak</th><th>χ² peak step</th><th>max χ²</th><th>max grad norm</th>"
+                "<th>entropy collapse</th></tr>")
+        html = []
+        for i, run in enumerate(self.runs + ([self.control] if self.control else [])):
+            color = self.run_color(i) if i < len(self.runs) else CONTROL_COLOR
+            name = run.name if run is not self.control else "SA-RL control"
+            s = summarize(run.rows)
+            acc = s["accuracy"]
+            line = (f"base {_fmt(acc['base'], '.3f')} · peak {_fmt(acc['peak'], '.3f')} @ step {_fmt(acc['peak_step'])}"
+                    f" · final {_fmt(acc['final'], '.3f')} @ step {_fmt(acc['final_step'])}"
+                    f" · cliff {_fmt(acc['cliff'], '.3f')}") if acc["peak"] is not None else "no validation logged"
+            html.append(f'<p class="caption"><span class="swatch" style="background:{color}"></span>'
+                        f"<strong>{e(name)}</strong> · val/accuracy: {line}</p>")
+            body = []
+            for group, kind in (("roles", "role"), ("policies", "policy")):
+                for ent, t2 in s["table2"][group].items():
+                    amp = s["amplitude"][group][ent]
+                    body.append(f"<tr><td>{kind} {e(ent)}</td>"
+                                + "".join(_ratio_cell(t2[m]) for m in ("chi2_token", "training_ppl", "grad_norm"))
+                                + "".join(f'<td class="num">{_fmt(v)}</td>' for v in (
+                                    t2["chi2_peak_step"], amp["max_chi2"], amp["max_grad_norm"], amp["entropy_collapse"]))
+                                + "</tr>")
+            html.append(f'<table class="stats" style="margin-bottom:14px"><thead>{head}</thead>'
+                        f'<tbody>{"".join(body)}</tbody></table>' if body
+                        else '<p class="empty">No per-role or per-policy metrics were logged.</p>')
+        return "".join(html)
+
     def summary(self) -> str:
         head = ("<tr><th>run</th><th>workflow</th><th>routing</th><th>roles</th><th>steps</th><th>base val</th>"
                 "<th>peak val (step)</th><th>final val</th><th>alarms</th><th>wall time</th></tr>")
@@ -190,6 +221,25 @@ class Page:
                 f'<td class="num">{f"{pts[-1][1]:.3f}" if pts else "—"}</td><td class="num">{len(run.alarms)}</td>'
                 f'<td class="num">{_duration(wall)}</td></tr>')
         return f'<table class="summary"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _fmt(v, spec: str = ".3g") -> str:
+    """A number for a table cell; None (not logged) is a dash."""
+    if v is None:
+        return "—"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:,.0f}" if abs(v) >= 1000 and spec == ".3g" else format(v, spec)
+
+
+def _ratio_cell(m: dict) -> str:
+    """peak / first, the two values and the peak step on hover; on-policy χ² (first ≈ 0) has no ratio."""
+    if m["first"] is None:
+        return '<td class="num">—</td>'
+    hover = e(f"first {_fmt(m['first'])} → peak {_fmt(m['peak'])} at step {m['peak_step']}"
+              + (f"; {m['ratio_note']}" if "ratio_note" in m else ""))
+    text = f"{m['ratio']:.2f}×" if m["ratio"] is not None else "first ≈ 0"
+    return f'<td class="num" title="{hover}">{text}</td>'
 
 
 def _duration(s: float) -> str:
@@ -229,6 +279,12 @@ dashed: the base model (step-0 validation){"; grey: the single-agent RL control"
 <p class="caption">Each role's token χ², training perplexity and adapter grad norm, divided by its first logged value
 (paper Fig. 6): a multi-slot role climbing while the others stay near 1 is gradient amplification.</p>
 {page.diagnostics()}</section>
+<section><h2>Paper statistics</h2>
+<p class="caption">Per role, then per policy (the statistics of each run's summary.json): peak-over-first-step ratios of token χ²,
+training perplexity and grad norm and the step of the χ² peak (paper Table 2); the run's maximum χ² and grad norm and its
+entropy collapse, first entropy minus the minimum (paper Fig. 5). Hover a ratio for its first and peak values; an
+on-policy role whose first χ² is ≈ 0 has no ratio. Validation: base (step 0), peak, final, and cliff = peak − final.</p>
+{page.stats()}</section>
 <section><h2>Completion length per role</h2>
 <p class="caption">Median completion length in tokens, shaded up to the 95th percentile.</p>
 <div class="grid three">{page.lengths()}</div></section>

@@ -105,26 +105,27 @@ def collate(rows: list[Row], pad_id: int, device: torch.device | str | None = No
         prompt_of_row.append(prompts.setdefault(_prompt(r), len(prompts)))
     wp = max(len(p) for _, p in prompts)
     wc = max([r.n_completion for r in rows] + [width or 0, 1])
-    prompt_ids = torch.full((len(prompts), wp), pad_id, dtype=torch.long)
-    prompt_attn = torch.zeros((len(prompts), wp), dtype=torch.long)
+    cpu = torch.device("cpu")  # built on the host, then moved to `device` in one copy per tensor
+    prompt_ids = torch.full((len(prompts), wp), pad_id, dtype=torch.long, device=cpu)
+    prompt_attn = torch.zeros((len(prompts), wp), dtype=torch.long, device=cpu)
     for (_, p), u in prompts.items():
-        prompt_ids[u, wp - len(p):] = torch.tensor(p)
+        prompt_ids[u, wp - len(p):] = torch.tensor(p, device=cpu)
         prompt_attn[u, wp - len(p):] = 1
-    ids = torch.full((len(rows), wc), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), wc))
-    rollout = torch.zeros((len(rows), wc))
+    ids = torch.full((len(rows), wc), pad_id, dtype=torch.long, device=cpu)
+    mask = torch.zeros((len(rows), wc), device=cpu)
+    rollout = torch.zeros((len(rows), wc), device=cpu)
     for i, r in enumerate(rows):
         c = r.ids[r.n_prompt:]
-        ids[i, : len(c)] = torch.tensor(c, dtype=torch.long)
+        ids[i, : len(c)] = torch.tensor(c, dtype=torch.long, device=cpu)
         mask[i, : len(c)] = 1
         lp = r.rollout_logp[: len(c)]
-        rollout[i, : len(lp)] = torch.tensor(lp)
+        rollout[i, : len(lp)] = torch.tensor(lp, device=cpu)
     out = {"prompt_ids": prompt_ids, "prompt_attention_mask": prompt_attn,
-           "prompt_of_row": torch.tensor(prompt_of_row, dtype=torch.long),
+           "prompt_of_row": torch.tensor(prompt_of_row, dtype=torch.long, device=cpu),
            "completion_ids": ids, "completion_attention_mask": mask.long(), "targets": ids, "mask": mask,
-           "rollout_logp": rollout, "adv": torch.tensor([r.advantage for r in rows], dtype=torch.float32)}
+           "rollout_logp": rollout, "adv": torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=cpu)}
     if policies is not None:
         index = {p: k for k, p in enumerate(policies)}
-        out["policy_of_prompt"] = torch.tensor([index[pol] for pol, _ in prompts], dtype=torch.long)
-        out["policy_of_row"] = torch.tensor([index[r.policy] for r in rows], dtype=torch.long)
+        out["policy_of_prompt"] = torch.tensor([index[pol] for pol, _ in prompts], dtype=torch.long, device=cpu)
+        out["policy_of_row"] = torch.tensor([index[r.policy] for r in rows], dtype=torch.long, device=cpu)
     return out if device is None else {k: v.to(device) for k, v in out.items()}

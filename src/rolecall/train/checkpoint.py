@@ -97,7 +97,7 @@ def load_adapter(model, name: str, src: Path) -> None:
 def _trainer_state(step: int, optims: dict) -> bytes:
     state = {
         "step": step,
-        "optim": {k: {"optimizer": o.optimizer.state_dict(), "scheduler": o.scheduler.state_dict()} for k, o in optims.items()},
+        "optim": {k: o.state_dict() for k, o in optims.items()},
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None},
     }
@@ -258,8 +258,7 @@ def load_checkpoint(ckpt: Path, model, optims: dict, adapters: tuple[str, ...]) 
     # weights_only: the state is tensors, numbers and tuples; a crafted file cannot run code on --resume.
     state = torch.load(ckpt / STATE, weights_only=True)
     for k, o in optims.items():
-        o.optimizer.load_state_dict(state["optim"][k]["optimizer"])
-        o.scheduler.load_state_dict(state["optim"][k]["scheduler"])
+        o.load_state_dict(state["optim"][k])
     torch.set_rng_state(state["rng"]["torch"])
     random.setstate(state["rng"]["python"])
     if state["rng"].get("cuda") is not None and torch.cuda.is_available():

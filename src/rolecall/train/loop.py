@@ -18,6 +18,7 @@ import torch
 
 from rolecall.config import Config
 from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
+from rolecall.diagnostics.summary import write_summary
 from rolecall.engines.hf import HFEngine
 from rolecall.tasks.dataset import load_dataset_problems
 from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
@@ -33,8 +34,9 @@ from rolecall.train.guards import NonFiniteStreak, nonfinite_counts
 from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir
 from rolecall.train.sinks import build_sinks
-from rolecall.train.stages import advantages, score
-from rolecall.train.update import PolicyOptim, build_optimizers, update_policies
+from rolecall.train.stages import advantages, credit, score
+from rolecall.train.optim import PolicyOptim, build_optimizers
+from rolecall.train.update import update_policies
 from rolecall.types import Episode, Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts
 
@@ -117,7 +119,7 @@ def build_stack(cfg: Config) -> Stack:
     for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
         for p in adapter_params(model, name).values():
             p.requires_grad_(True)
-    optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.train.steps * cfg.algo.mini_batches * cfg.algo.ppo_epochs)
+    optims = build_optimizers(model, routing.trainable, cfg.optim)
     engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
                       max_prompt_tokens=cfg.rollout.max_prompt_tokens)
     return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P, verifier)
@@ -163,7 +165,8 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
     eps = _rollout(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
     score(eps, stack.verifier)
-    m = {f"val/{k}": v for k, v in rollout_metrics(eps).items() if not k.startswith("role/")}
+    m = {f"val/{k}": v for k, v in {**rollout_metrics(eps), **stack.workflow.metrics(eps)}.items()
+         if not k.startswith("role/")}
     m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
     return m, eps
 
@@ -176,6 +179,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     t_roll = time.time()
     row: dict = {"step": step}
     row.update(score(episodes, stack.verifier))
+    row.update(credit(episodes, stack.workflow))
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by)
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
@@ -192,6 +196,8 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
         rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in stack.routing.trainable}
         updated = update_policies(stack.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim,
                                   pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
+                                  mini_batch_rows=cfg.mini_batch_rows(),
+                                  progress=((step - 1) / cfg.train.steps, step / cfg.train.steps),
                                   kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
                                   grad_shares=full)
         for policy, (per_role, pol) in updated.items():
@@ -285,6 +291,8 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
         for sink in sinks:
             sink.close()
         stack.verifier.close()
+        if run.metrics.exists():  # the paper's run statistics so far, also for a halted run
+            write_summary(run.path)
     return run.path
 
 

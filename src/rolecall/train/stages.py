@@ -23,7 +23,8 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     """
     wanted: dict[tuple[str, str], Problem] = {}
     for ep in episodes:
-        for text in [ep.final_answer, *ep.info.get("candidates", [])]:
+        extra = [t for texts in ep.info.get("graded", {}).values() for t in texts]
+        for text in [ep.final_answer, *ep.info.get("candidates", []), *extra]:
             wanted.setdefault((ep.problem.uid, text), ep.problem)
     keys = list(wanted)
     graded = dict(zip(keys, verifier.score_many([t for _, t in keys], [wanted[k] for k in keys])))
@@ -38,6 +39,10 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
         if "candidates" in ep.info:
             values = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
             ep.info["candidate_rewards"] = [None if _nonfinite(v) else v for v in values]
+        if "graded" in ep.info:  # texts the workflow wants scored (eval_opt's judged solutions ...)
+            ep.info["graded_rewards"] = {
+                name: [None if _nonfinite(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
+                for name, texts in ep.info["graded"].items()}
         status[ep.info["status"]] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}
@@ -59,13 +64,18 @@ def flatten(episodes: list[Episode]) -> tuple[list[Turn], list[Episode]]:
 
 
 def group_id(ep: Episode, turn: Turn, group_by: str) -> tuple:
-    """Explicit GRPO group key: the problem plus the slot, role or nothing (whole episode)."""
+    """Explicit GRPO group key: the drawn problem plus the slot, role or nothing (whole episode).
+
+    The draw (`Episode.group`), not the problem's uid: at an epoch boundary one step can draw
+    the same problem twice, and its two groups of G must stay two groups, not one of 2G.
+    """
+    key = (ep.group, ep.problem.uid)
     if group_by == "slot":
-        return (ep.problem.uid, turn.slot)
+        return (*key, turn.slot)
     if group_by == "role":
-        return (ep.problem.uid, turn.role)
+        return (*key, turn.role)
     if group_by == "episode":
-        return (ep.problem.uid,)
+        return key
     raise ValueError(f"algo.group_by: unknown {group_by!r}; allowed: slot, role, episode")
 
 
@@ -74,7 +84,18 @@ def advantages(episodes: list[Episode], estimator: str, group_by: str | None) ->
     est = get_estimator(estimator)
     turns, owners = flatten(episodes)
     key = group_by or est.default_group_by
-    rewards_N = [ep.reward for ep in owners]
+    # A workflow may reward some turns on their own (`Workflow.turn_rewards`); the rest get the outcome.
+    rewards_N = [ep.info["turn_rewards"].get(t.index, ep.reward) if ep.info.get("turn_rewards") else ep.reward
+                 for t, ep in zip(turns, owners)]
     groups_N = [group_id(ep, t, key) for t, ep in zip(turns, owners)]
     adv_N, metrics = est.compute(rewards_N, groups_N)
     return turns, adv_N, {f"adv/{k}": v for k, v in metrics.items()}
+
+
+def credit(episodes: list[Episode], workflow) -> dict[str, float]:
+    """After scoring: the workflow's own turn rewards (if any) and its own metrics."""
+    for ep in episodes:
+        own = workflow.turn_rewards(ep)
+        if own:
+            ep.info["turn_rewards"] = {i: (None if v is None or _nonfinite(v) else float(v)) for i, v in own.items()}
+    return workflow.metrics(episodes)

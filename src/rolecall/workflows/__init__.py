@@ -17,7 +17,7 @@ from rolecall.workflows.single import Single
 from rolecall.workflows.voting import Voting
 
 WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers)}
-PROMPT_SETS = ("math", "code")
+PROMPT_SETS = ("math", "code", "paper_math", "paper_code")
 
 __all__ = ["WORKFLOWS", "Team", "Workflow", "assistant", "user", "load_prompts",
            "resolve_workflow_class", "build_workflow"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
-from rolecall.types import Problem
+from rolecall.types import Episode, Problem
 
 Message = dict[str, str]
 
@@ -13,7 +13,9 @@ class Team(Protocol):
     """What a workflow sees of the models: one awaitable LLM call per role turn.
 
     `slot` names the call site for grouping (defaults to the role); routing picks the
-    policy from the role. `info` collects workflow facts for diagnostics (fallbacks ...).
+    policy from the role. `info` collects workflow facts for diagnostics (fallbacks ...);
+    texts listed under `info["graded"][name]` are scored like the final answer, their
+    rewards landing in `info["graded_rewards"][name]`.
     """
 
     info: dict[str, Any]
@@ -47,6 +49,16 @@ class Workflow:
 
     async def run(self, problem: Problem, team: Team) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
+        """Rewards of particular turns (by `Turn.index`) that replace the episode's outcome for
+        them, after scoring; None (the default) broadcasts the outcome to every turn, as the
+        paper does. A value of None marks that turn unscorable (advantage 0)."""
+        return None
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        """Workflow-specific metrics of one step's scored episodes (`<workflow>/<name>` keys)."""
+        return {}
 
 
 def positive_int_option(name: str, value: Any) -> int:

@@ -1,43 +1,94 @@
 """`eval_opt`: a generator answers, an evaluator judges, the generator revises on critique.
 
-At most `rounds` generator calls (paper: 3 for math, 2 for code). The evaluator follows
-every generator call but the last, whose verdict could change nothing. A verdict other than
-`\\boxed{Correct}` (Incorrect or unparseable) triggers a revision. All generator calls share
-the slot `generator` and all evaluator calls the slot `evaluator`, as in the paper's code.
+As the paper's code runs it: every generator call is followed by an evaluator call, at most
+`rounds` of each (math 3 + 3, code 2 + 2); the last verdict changes no answer but the
+evaluator's turn is trained like the others. The evaluator keeps its own conversation: the
+problem and first solution, then each revised solution as a follow-up, its earlier
+critiques as its own previous turns. A verdict other than `\\boxed{Correct}` (Incorrect or
+unparseable; the first verdict box counts, see `parsing.first_verdict`) triggers a revision.
+All generator calls share the slot `generator` and all evaluator calls the slot `evaluator`.
+
+With `evaluator_reward`, each evaluator turn is rewarded for a verdict that matches the
+truth (Correct on a solution the verifier accepts, Incorrect on one it rejects; an
+unparseable verdict earns 0) instead of the episode's outcome; generator turns keep the
+outcome. `eval_opt/evaluator_accuracy` is logged either way.
 """
 from __future__ import annotations
 
-from rolecall.parsing import last_boxed
-from rolecall.types import Problem
+from statistics import fmean
+
+from rolecall.diagnostics.trajectory import evaluator_form
+from rolecall.parsing import first_verdict
+from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, assistant, positive_int_option, user
-
-
-def parse_verdict(text: str) -> bool | None:
-    """True for Correct, False for Incorrect, None when no verdict box can be read."""
-    box = (last_boxed(text) or "").strip().lower()
-    return {"correct": True, "incorrect": False}.get(box)
 
 
 class EvalOpt(Workflow):
     name = "eval_opt"
     roles = ("generator", "evaluator")
 
-    def __init__(self, prompts, rounds: int = 3) -> None:
+    def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False) -> None:
         super().__init__(prompts)
         self.rounds = positive_int_option("rounds", rounds)
+        if not isinstance(evaluator_reward, bool):
+            raise ValueError(f"workflow.options.evaluator_reward: must be true or false, got {evaluator_reward!r}")
+        self.evaluator_reward = evaluator_reward
 
     async def run(self, problem: Problem, team: Team) -> str:
-        chat = [user(self.render("generator", problem=problem.prompt))]
-        answer = await team.call("generator", chat)
+        writer = [user(self.render("generator", problem=problem.prompt))]
+        judge: list = []
         verdicts: list[bool | None] = []
-        for _ in range(self.rounds - 1):
-            review = await team.call("evaluator", [user(self.render(
-                "evaluator", problem=problem.prompt, solution=answer.strip()))])
-            verdict = parse_verdict(review)
-            verdicts.append(verdict)
-            if verdict is True:
+        judged: list[str] = []
+        team.info.update(verdicts=verdicts, graded={"judged": judged})
+        for i in range(self.rounds):
+            answer = await team.call("generator", writer)
+            judged.append(answer)
+            ask = (self.render("evaluator", problem=problem.prompt, solution=answer.strip()) if i == 0
+                   else self.render("evaluator_followup", solution=answer.strip()))
+            judge = judge + [user(ask)]
+            review = await team.call("evaluator", judge)
+            judge = judge + [assistant(review)]  # a new list: the request keeps the one it was sent
+            verdicts.append(first_verdict(review))
+            if verdicts[-1] is True or i == self.rounds - 1:
                 break
-            chat = chat + [assistant(answer), user(self.render("revise", critique=review.strip()))]
-            answer = await team.call("generator", chat)
-        team.info["verdicts"] = verdicts
+            writer = writer + [assistant(answer), user(self.render("revise", critique=review.strip()))]
         return answer
+
+    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
+        if not self.evaluator_reward:
+            return None
+        return {t.index: right for t, right in zip(_evaluator_turns(episode), _verdicts_right(episode))}
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        right = [r for ep in episodes for r in _verdicts_right(ep) if r is not None]
+        out = {"eval_opt/evaluator_accuracy": fmean(right) if right else float("nan")}
+        # The first round alone (the paper's iteration-1 breakdown): the evaluator's form and
+        # verdict on the first solution, and whether that first solution hit the token cap.
+        firsts = [(ts[0], ep) for ep in episodes if (ts := _evaluator_turns(ep))]
+        gens = [t for ep in episodes for t in ep.turns[:1] if t.role == "generator"]
+        if firsts:
+            forms = [evaluator_form(t.completion_text, len(t.completion_ids)) for t, _ in firsts]
+            out.update({f"eval_opt/iter1_evaluator_form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")})
+            verdicts = [first_verdict(t.completion_text) for t, _ in firsts]
+            out["eval_opt/iter1_verdict_correct"] = fmean(v is True for v in verdicts)
+            out["eval_opt/iter1_verdict_incorrect"] = fmean(v is False for v in verdicts)
+            out["eval_opt/iter1_verdict_unparseable"] = fmean(v is None for v in verdicts)
+        if gens:
+            out["eval_opt/iter1_generator_truncated"] = fmean(t.truncated for t in gens)
+        rounds = [sum(t.role == "generator" for t in ep.turns) for ep in episodes]
+        out["eval_opt/generator_calls"] = fmean(rounds) if rounds else float("nan")
+        return out
+
+
+def _evaluator_turns(ep: Episode) -> list:
+    return [t for t in ep.turns if t.role == "evaluator"]
+
+
+def _verdicts_right(ep: Episode) -> list[float | None]:
+    """Per evaluator call: 1.0 if its verdict matches the verifier on the solution it judged,
+    0.0 if not (an unparseable verdict included), None if that solution could not be scored."""
+    rewards = ep.info.get("graded_rewards", {}).get("judged", [])
+    out: list[float | None] = []
+    for verdict, reward in zip(ep.info.get("verdicts", []), rewards):
+        out.append(None if reward is None else float(verdict is not None and verdict == (reward == 1.0)))
+    return out

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-from rolecall.types import Problem
+from statistics import fmean
+
+from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, positive_int_option, user
 
 _NUMBERING = re.compile(r"^\s*(?:[-*]|\(?\d+[.):](?!\d)|strategy\s*\d+\s*[:.])\s*", re.IGNORECASE)
@@ -51,6 +53,25 @@ class OrchWorkers(Workflow):
         solutions = await asyncio.gather(*(
             team.call("worker", [user(self.render("worker", problem=problem.prompt, strategy=s))])
             for s in strategies))
+        team.info["graded"] = {"workers": list(solutions)}  # scored for pass@k over the workers
         listing = "\n".join(f"{i + 1}: {s.strip()}" for i, s in enumerate(solutions))
         return await team.call("synthesizer", [user(self.render(
             "synthesizer", problem=problem.prompt, solutions=listing))])
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        """pass@k over the workers (some worker solved it), the workers' own accuracy, and how
+        often the synthesizer ended right when some worker was right."""
+        oracle, acc, kept = [], [], []
+        for ep in episodes:
+            rewards = ep.info.get("graded_rewards", {}).get("workers", [])
+            right = [r == 1.0 for r in rewards if r is not None]
+            if not right:
+                continue
+            oracle.append(any(right))
+            acc.extend(right)
+            if any(right) and ep.reward is not None:
+                kept.append(ep.reward == 1.0)
+        if not oracle:
+            return {}
+        return {"orch_workers/pass_at_k": fmean(oracle), "orch_workers/worker_acc": fmean(acc),
+                "orch_workers/synthesis_acc": fmean(kept) if kept else float("nan")}

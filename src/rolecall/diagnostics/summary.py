@@ -1,0 +1,125 @@
+"""The run summary (summary.json): the paper's run-level statistics as a pure function of the metric rows.
+
+From "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and Policy-Sharing Tradeoffs":
+
+- Table 2: per role and per policy, the peak-over-first-step ratio of token χ², training perplexity and
+  adapter grad norm, and the step at which χ² peaks.
+- Fig. 5: per role and per policy, the run's maximum χ², maximum grad norm and entropy collapse depth
+  (first entropy minus the minimum).
+- The validation curve: base (step 0), peak, final, and the cliff from peak to final.
+- Alarm counts and the last training step.
+
+Nulls, NaN/Inf and non-numbers are skipped. A step logged twice (a resumed run) keeps its last row, as
+the report does. See docs/diagnostics.md, "Run summary (summary.json)".
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+RATIO_METRICS = ("chi2_token", "training_ppl", "grad_norm")
+ZERO = 1e-6  # a first value at or below this is on-policy noise around 0: no ratio
+ON_POLICY_NOTE = "first value ~0 (on-policy): ratio undefined"
+
+
+def _num(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _series(rows: list[dict], key: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of `key`, sorted by step, finite values only; a repeated step keeps its last row."""
+    by_step: dict[int, float | None] = {}
+    for r in rows:
+        if key in r and "event" not in r:
+            by_step[r["step"]] = _num(r[key])
+    return [(s, by_step[s]) for s in sorted(by_step) if by_step[s] is not None]
+
+
+def _peak(pts: list[tuple[int, float]]) -> tuple[float | None, int | None]:
+    """(max value, its first step)."""
+    if not pts:
+        return None, None
+    step, value = max(pts, key=lambda p: (p[1], -p[0]))  # ties: the earliest step
+    return value, step
+
+
+def _entities(rows: list[dict], kind: str) -> list[str]:
+    """Names from `<kind>/<name>/<metric>` keys, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k.startswith(kind + "/") and k.count("/") >= 2:
+                seen.setdefault(k[len(kind) + 1:].rsplit("/", 1)[0], None)
+    return list(seen)
+
+
+def _ratio_stats(pts: list[tuple[int, float]]) -> dict:
+    first = pts[0][1] if pts else None
+    peak, peak_step = _peak(pts)
+    out = {"first": first, "peak": peak, "peak_step": peak_step, "ratio": None}
+    if first is not None and first <= ZERO:
+        out["ratio_note"] = ON_POLICY_NOTE
+    elif first is not None:
+        out["ratio"] = peak / first
+    return out
+
+
+def _table2(rows: list[dict], prefix: str) -> dict:
+    out = {m: _ratio_stats(_series(rows, f"{prefix}/{m}")) for m in RATIO_METRICS}
+    out["chi2_peak_step"] = out["chi2_token"]["peak_step"]
+    return out
+
+
+def _amplitude(rows: list[dict], prefix: str) -> dict:
+    entropy = [v for _, v in _series(rows, f"{prefix}/entropy")]
+    return {"max_chi2": _peak(_series(rows, f"{prefix}/chi2_token"))[0],
+            "max_grad_norm": _peak(_series(rows, f"{prefix}/grad_norm"))[0],
+            "entropy_collapse": entropy[0] - min(entropy) if entropy else None}
+
+
+def _accuracy(rows: list[dict]) -> dict:
+    pts = _series(rows, "val/accuracy")
+    peak, peak_step = _peak(pts)
+    final_step, final = pts[-1] if pts else (None, None)
+    return {"base": next((v for s, v in pts if s == 0), None), "peak": peak, "peak_step": peak_step,
+            "final": final, "final_step": final_step, "cliff": peak - final if pts else None}
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The run summary of metrics.jsonl rows (see the module docstring)."""
+    kinds = {"roles": "role", "policies": "policy"}
+    names = {group: _entities(rows, kind) for group, kind in kinds.items()}
+    return {
+        "table2": {g: {n: _table2(rows, f"{kinds[g]}/{n}") for n in names[g]} for g in kinds},
+        "amplitude": {g: {n: _amplitude(rows, f"{kinds[g]}/{n}") for n in names[g]} for g in kinds},
+        "accuracy": _accuracy(rows),
+        "alarms": dict(sorted(Counter(str(r.get("alarm")) for r in rows if r.get("event") == "alarm").items())),
+        "steps": max((r["step"] for r in rows if "event" not in r and "val/accuracy" not in r), default=0),
+    }
+
+
+def write_summary(run_dir: Path) -> dict:
+    """Summarize `run_dir`/metrics.jsonl (a torn last line is skipped) into `run_dir`/summary.json, atomically."""
+    from rolecall.report.load import read_metrics  # here, not at the top: rolecall.report imports this module
+
+    run_dir = Path(run_dir)
+    rows, _ = read_metrics(run_dir / "metrics.jsonl")
+    summary = summarize(rows)
+    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".summary.", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, run_dir / "summary.json")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return summary
