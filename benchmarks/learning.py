@@ -1,13 +1,17 @@
-"""Does the default `rolecall train` learn on this machine? Isolated- vs Shared-Policy.
+"""Does `rolecall train` learn on this machine? Every shipped workflow, Isolated- vs Shared-Policy.
 
-Runs the embedded default (voting) twice through the real CLI — `routing=isolated` and
-`routing=shared` — and reads each run's metrics.jsonl: the step-0 validation accuracy
-(the untrained base), and the validation accuracy reached within the wall-clock budget.
+Runs the embedded default through the real CLI — `configs/examples/<workflow>.yaml` with
+`routing=isolated` and `routing=shared` — and reads each run's metrics.jsonl: the step-0
+validation accuracy (the untrained base) and the validation accuracy reached within the
+wall-clock budget. The single-agent control has one role, so its two routings are the same
+run; it is run once.
 
-    python benchmarks/learning.py            # both routings, 15-minute budget each
-    python benchmarks/learning.py --only shared --budget-min 15
+    python benchmarks/learning.py                                  # voting, both routings
+    python benchmarks/learning.py --workflows single,voting,eval_opt,orch_workers
+    python benchmarks/learning.py --workflows eval_opt --only shared --budget-min 15
 
-Writes benchmarks/results/learning.json and prints a markdown table.
+Writes benchmarks/results/learning.json (runs are merged by name, so a partial rerun keeps
+the others) and prints a markdown table.
 """
 from __future__ import annotations
 
@@ -21,16 +25,24 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+CONFIGS = HERE.parent / "configs" / "examples"
 
 
-def run(routing: str, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "rolecall", "train", f"routing={routing}", "--out", str(out), *extra]
+def run(workflow: str, routing: str, out: Path, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / f"{workflow}.yaml"), f"routing={routing}",
+           "--out", str(out), *extra]
     t0 = time.time()
     subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     wall = time.time() - t0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     val = [(r["step"], r["time/elapsed_s"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
-    return {"routing": routing, "command": " ".join(cmd[2:]), "wall_s": round(wall, 1),
+    steps = [r for r in rows if "time/step_s" in r]
+    opt = {k.split("/")[1]: v for k, v in (steps[-1] if steps else {}).items() if k.endswith("/optimizer_steps")}
+    chi2_later = [r.get("policy/generator/chi2_token_mb1") for r in steps]
+    return {"workflow": workflow, "routing": routing,
+            "command": "rolecall train " + " ".join(cmd[4:]).replace(str(HERE.parent) + "/", ""),
+            "wall_s": round(wall, 1), "optimizer_steps_per_iteration": opt,
+            "max_chi2_token_mb1_generator": max((x for x in chi2_later if x is not None), default=None),
             "val_curve": [{"step": s, "elapsed_s": e, "accuracy": a} for s, e, a in val],
             "base_accuracy": val[0][2]}
 
@@ -47,29 +59,33 @@ def summarize(res: dict, budget_s: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget-min", type=float, default=15.0)
+    ap.add_argument("--workflows", default="voting", help="comma-separated: single,voting,eval_opt,orch_workers")
     ap.add_argument("--only", choices=["isolated", "shared"])
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/rolecall-bench"))
     ap.add_argument("extra", nargs="*", help="extra `key=value` overrides passed to rolecall train")
     a = ap.parse_args()
     results_file = HERE / "results" / "learning.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    results.setdefault("runs", {})
     import torch
 
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
                           "date": time.strftime("%Y-%m-%d")}
-    for routing in [a.only] if a.only else ["isolated", "shared"]:
-        out = a.runs_dir / f"{routing}-{int(time.time())}"
-        results[routing] = summarize(run(routing, out, a.extra), a.budget_min * 60)
-    results_file.parent.mkdir(exist_ok=True)
-    results_file.write_text(json.dumps(results, indent=2) + "\n")
-    print("| routing | base val/accuracy | val/accuracy at end (≤ budget) | gain (points) | wall time |")
-    print("|---|---|---|---|---|")
-    for routing in ("isolated", "shared"):
-        if routing in results:
-            r = results[routing]
-            f = r["final_within_budget"]
-            print(f"| {routing} | {r['base_accuracy']:.3f} | {f['accuracy']:.3f} (step {f['step']}, {f['elapsed_s'] / 60:.1f} min) "
-                  f"| {r['gain_points']:+.1f} | {r['wall_s'] / 60:.1f} min |")
+    for wf in a.workflows.split(","):
+        routings = ["isolated"] if wf == "single" else [a.only] if a.only else ["isolated", "shared"]
+        for routing in routings:
+            out = a.runs_dir / f"{wf}-{routing}-{int(time.time())}"
+            results["runs"][f"{wf}-{routing}"] = summarize(run(wf, routing, out, a.extra), a.budget_min * 60)
+            results_file.parent.mkdir(exist_ok=True)
+            results_file.write_text(json.dumps(results, indent=2) + "\n")  # after each run: a crash keeps the rest
+    print("| workflow | routing | step 0 (base) | best ≤ budget | at end (≤ budget) | gain (points) | optimizer steps / iteration | wall time |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in results["runs"].items():
+        f = r["final_within_budget"]
+        opt = ", ".join(f"{k} {v}" for k, v in r.get("optimizer_steps_per_iteration", {}).items())
+        print(f"| {r['workflow']} | {r['routing']} | {r['base_accuracy']:.3f} | {r['best_within_budget']:.3f} | "
+              f"{f['accuracy']:.3f} (step {f['step']}, {f['elapsed_s'] / 60:.1f} min) | {r['gain_points']:+.1f} | {opt} "
+              f"| {r['wall_s'] / 60:.1f} min |")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@ import pytest
 from rolecall.rewards.code import (CodeSandbox, CodeTests, SandboxLimits, SandboxUnavailable, extract_code,
                                    grade_code)
 from rolecall.rewards.code import sandbox as sandbox_mod
-from rolecall.rewards.code.grade import json_matches, stdout_matches, verdict
+from rolecall.rewards.code.grade import compare_stdout, json_matches, verdict
+
+
+def _matches(got: str, expected: str) -> bool:
+    return compare_stdout(got, expected)[0] == "ok"
 from rolecall.rewards.code.sandbox import DEFAULT_UID_BASE, RUNNER, UID_SLOTS, RunResult
 
 T = 1.0            # per-test wall time in these tests
@@ -81,13 +85,13 @@ def test_extract_code_takes_last_closed_python_block():
 
 
 def test_stdout_comparison_is_strict():
-    assert stdout_matches("3 4\n5\n", "3 4\n5")
-    assert stdout_matches("3 4  \r\n5\r\n\n\n", "3 4\n5\n")        # trailing spaces, CRLF, blank tail
-    assert not stdout_matches("3 4\n", "3 4\n5\n")                 # a prefix
-    assert not stdout_matches("3 4\n5\n6\n", "3 4\n5\n")           # extra lines
-    assert not stdout_matches("", "3\n")                           # nothing
-    assert not stdout_matches(" 3\n", "3\n")                       # leading space matters
-    assert not stdout_matches("3\n\n5\n", "3\n5\n")                # inner blank line matters
+    assert _matches("3 4\n5\n", "3 4\n5")
+    assert _matches("3 4  \r\n5\r\n\n\n", "3 4\n5\n")        # trailing spaces, CRLF, blank tail
+    assert not _matches("3 4\n", "3 4\n5\n")                 # a prefix
+    assert not _matches("3 4\n5\n6\n", "3 4\n5\n")           # extra lines
+    assert not _matches("", "3\n")                           # nothing
+    assert not _matches(" 3\n", "3\n")                       # leading space matters
+    assert not _matches("3\n\n5\n", "3\n5\n")                # inner blank line matters
 
 
 def test_json_comparison_has_exact_types():

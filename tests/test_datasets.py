@@ -350,7 +350,8 @@ def test_paper_split_sizes_disjoint_and_deterministic(dapo_like):
     other = load_dataset(path, "dapo_math", split="test", test_fraction=0.1, split_seed=7).problems
     assert [p.uid for p in other] != test_ids
     assert test.report.summary() == ("dapo_math en.jsonl: 14116 rows, 14116 kept, 0 skipped; "
-                                     "test split 1412 problems (test_fraction 0.1, seed 42)")
+                                     "test split 1412 problems (test_fraction 0.1: 10 % of rows held out "
+                                     "with seed 42, the paper's math split)")
 
 
 def test_paper_split_equals_datasets_train_test_split(dapo_like):
@@ -406,3 +407,108 @@ def test_dapo_math_unprocessed_reward_model_form(tmp_path):
                              "reward_model": {"ground_truth": "34", "style": "rule"}}) + "\n")
     p = load_dataset(f, "dapo_math").problems[0]
     assert (p.prompt, p.answer) == ("Q?", "34")
+
+
+# --- test_rows: a held-out split by count (the paper's code split) ---------------------------
+
+@pytest.fixture(scope="module")
+def deepcoder_like(tmp_path_factory):
+    """3,000 code rows with ids: enough for the paper's 1,000-row code validation split."""
+    tests = json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}])
+    rows = [{"id": i, "problem": f"Echo n ({i}).", "tests": tests} for i in range(3000)]
+    return write_jsonl(tmp_path_factory.mktemp("deepcoder") / "code.jsonl", rows), rows
+
+
+def test_test_rows_holds_out_exactly_n_disjoint_and_covering(deepcoder_like):
+    path, _ = deepcoder_like
+    test = load_dataset(path, "deepcoder", split="test", test_rows=1000)
+    train = load_dataset(path, "deepcoder", split="train", test_rows=1000)
+    assert (len(test.problems), len(train.problems)) == (1000, 2000)
+    test_ids, train_ids = [p.uid for p in test.problems], [p.uid for p in train.problems]
+    assert not set(test_ids) & set(train_ids)
+    assert set(test_ids) | set(train_ids) == {p.uid for p in load_dataset(path, "deepcoder").problems}
+    # test_rows replaces test_fraction: the fraction has no effect once test_rows is given
+    assert [p.uid for p in load_dataset(path, "deepcoder", split="test", test_rows=1000,
+                                        test_fraction=0.3).problems] == test_ids
+    assert [p.uid for p in load_dataset(path, "deepcoder", split="test", test_rows=1000,
+                                        split_seed=7).problems] != test_ids
+    assert test.report.summary() == (
+        "deepcoder code.jsonl: 3000 rows, 3000 kept, 0 skipped; test split 1000 problems "
+        "(test_rows 1000: the first 1000 rows of a seed-42 shuffle held out, the paper's code split)")
+
+
+def test_test_rows_equals_datasets_train_test_split_and_shuffle(deepcoder_like):
+    datasets = pytest.importorskip("datasets")
+    path, rows = deepcoder_like
+    ds = datasets.Dataset.from_list(rows)
+    ref = ds.train_test_split(test_size=1000, seed=42)
+    for split in ("train", "test"):
+        mine = load_dataset(path, "deepcoder", split=split, test_rows=1000).problems
+        assert [p.uid for p in mine] == [str(i) for i in ref[split]["id"]]
+        assert [p.prompt for p in mine] == ref[split]["problem"]
+    # "shuffle with seed 42, the first 1,000 rows are validation" picks the same rows
+    assert ds.shuffle(seed=42).select(range(1000))["id"] == ref["test"]["id"]
+    assert split_indices(3000, 0.1, 42, test_rows=1000) == (ref["train"]["id"], ref["test"]["id"])  # id == row
+    for n, k, seed in [(10, 3, 0), (101, 100, 42), (2, 1, 1)]:
+        ref = datasets.Dataset.from_dict({"i": list(range(n))}).train_test_split(test_size=k, seed=seed)
+        assert split_indices(n, 0.0, seed, test_rows=k) == (ref["train"]["i"], ref["test"]["i"])
+
+
+def test_test_rows_runs_over_kept_rows(tmp_path):
+    rows = [{"prompt": f"p{i}", "solution": "" if i in (3, 8) else str(i)} for i in range(20)]
+    ds = load_rows(tmp_path, "dapo_math", rows, split="test", test_rows=5, on_bad_row="skip")
+    kept = [f"p{i}" for i in range(20) if i not in (3, 8)]
+    _, test_idx = split_indices(18, 0.0, 42, test_rows=5)
+    assert [p.prompt for p in ds.problems] == [kept[i] for i in test_idx] and len(ds.problems) == 5
+
+
+def test_test_rows_not_below_rows_kept_is_an_error_naming_both(tmp_path):
+    rows = [{"prompt": f"p{i}", "solution": str(i)} for i in range(10)]
+    for k in (10, 1000):
+        with pytest.raises(DatasetError, match=rf"test_rows {k} must be less than the 10 rows kept"):
+            load_rows(tmp_path, "dapo_math", rows, split="train", test_rows=k)
+    with pytest.raises(ValueError, match="test_rows 10 must be less than the 10 rows kept"):
+        split_indices(10, 0.0, 42, test_rows=10)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="test_rows must be a positive integer"):
+            load_dataset(tmp_path / "never-read.jsonl", "dapo_math", split="test", test_rows=bad)
+    # split="test" with test_rows needs no test_fraction
+    assert len(load_rows(tmp_path, "dapo_math", rows, split="test", test_rows=3).problems) == 3
+
+
+def test_describe_split_names_the_paper_splits():
+    from rolecall.data import describe_split
+    assert describe_split(0.1, 42) == "test_fraction 0.1: 10 % of rows held out with seed 42, the paper's math split"
+    assert describe_split(0.1, 42, 1000) == ("test_rows 1000: the first 1000 rows of a seed-42 shuffle held out, "
+                                             "the paper's code split")
+    assert describe_split(0.2, 7) == "test_fraction 0.2: 20 % of rows held out with seed 7"
+    assert describe_split(0.1, 7, 1000) == "test_rows 1000: the first 1000 rows of a seed-7 shuffle held out"
+
+
+def test_config_test_rows_values_and_the_dataset_split(tmp_path):
+    from rolecall.config import ConfigError, load_config
+    from rolecall.tasks.dataset import load_dataset_problems
+
+    base = ["task.name=dataset", "data.format=deepcoder", "reward.name=code"]
+    for bad in ("0", "-5", "2.5", "true", "many"):
+        with pytest.raises(ConfigError) as e:
+            load_config(None, [*base, "data.path=rows.jsonl", f"data.test_rows={bad}"])
+        assert any(line.strip().startswith("data.test_rows:") for line in str(e.value).splitlines()), str(e.value)
+    assert load_config(None, [*base, "data.path=rows.jsonl"]).data.test_rows is None
+    # test_rows replaces test_fraction, so test_fraction 0 is fine with it
+    cfg = load_config(None, [*base, "data.path=rows.jsonl", "data.test_rows=1000", "data.test_fraction=0"])
+    assert (cfg.data.test_rows, cfg.data.test_fraction) == (1000, 0)
+
+    tests = json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}])
+    rows = write_jsonl(tmp_path / "code.jsonl", [{"id": i, "problem": f"p{i}", "tests": tests} for i in range(30)])
+    cfg = load_config(None, [*base, f"data.path={rows}", "data.test_rows=12"])
+    lines = []
+    train_P, val_P = load_dataset_problems(cfg.data, log=lines.append)
+    assert (len(train_P), len(val_P)) == (18, 12) and not {p.uid for p in train_P} & {p.uid for p in val_P}
+    _, val_idx = split_indices(30, 0.0, 42, test_rows=12)
+    assert [p.prompt for p in val_P] == [f"p{i}" for i in val_idx]
+    assert lines[-1] == ("validation: test_rows 12: the first 12 rows of a seed-42 shuffle held out "
+                         "(12 validation, 18 train problems)")
+    cfg = load_config(None, [*base, f"data.path={rows}", "data.test_rows=30"])
+    with pytest.raises(ValueError, match=r"data\.test_rows: 30 must be less than the 30 rows kept"):
+        load_dataset_problems(cfg.data, log=lambda line: None)

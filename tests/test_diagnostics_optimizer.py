@@ -52,14 +52,14 @@ def _sp_rows(stack):
 def _role_grad(stack, rows, role, all_rows):
     """The gradient of one role's part of the loss, computed on its own (reference)."""
     from rolecall.loss import ppo_clip_loss
-    from rolecall.policies.model import active_policy
+    from rolecall.policies.lora_router import router_for
     from rolecall.train.role_stats import flat_grad as _flat_grad
     from rolecall.train.update import _forward, _norm
 
     cfg = stack.cfg
     popt = stack.optims["shared"]
     popt.optimizer.zero_grad(set_to_none=True)
-    with active_policy(stack.model, "shared"):
+    with router_for(stack.model).policy("shared"):
         b = collate([r for r in rows if r.role == role], stack.tok.pad_token_id)
         logp, _ = _forward(stack.model, b, cfg.rollout.temperature)
         loss, _ = ppo_clip_loss(logp, logp.detach(), b["adv"], b["mask"], agg=cfg.algo.loss_agg,

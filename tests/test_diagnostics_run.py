@@ -65,6 +65,15 @@ def test_every_metric_for_every_role_and_the_sinks(tiny_model_dir, tmp_path, rou
         assert shares == [1.0, 1.0]
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert list((out / "wandb").glob("offline-run-*"))
+    # The paper's run statistics are written at the end, from the same rows.
+    from rolecall.diagnostics.summary import summarize
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(summarize(_rows(out))))
+    policy = "shared" if routing == "shared" else "generator"
+    assert summary["steps"] == steps[-1]["step"]
+    assert summary["table2"]["policies"][policy]["chi2_token"]["first"] is not None
+    # Optimizer steps follow the rows: 3 generator slots -> 3 steps under IP, 4 roles' slots -> 4 under SP.
+    assert steps[0][f"policy/{policy}/optimizer_steps"] == (4 if routing == "shared" else 3)
 
 
 def test_alarm_is_logged_once_and_printed_once(tiny_model_dir, tmp_path, monkeypatch):

@@ -73,6 +73,21 @@ def test_evaluator_and_orchestrator_signatures():
         pytest.approx((1 / 3, 1 / 3, 1 / 3))
     assert m["role/evaluator/verdict_parse_rate"] == pytest.approx(1 / 3)
     assert m["role/orchestrator/distinct_openers"] == 2.0  # case and spacing do not make a new opener
+    assert m["role/orchestrator/opener_sample"] == 3.0
+
+
+def test_distinct_openers_count_a_fixed_sample_of_turns():
+    """64 episodes with 64 different openers: the count is over 32 evenly spaced turns, so a
+    run sampling twice as many episodes does not report twice the diversity."""
+    from rolecall.diagnostics.trajectory import OPENER_SAMPLE
+
+    p = Problem("u", "q", "1")
+    eps = [Episode(p, i, [turn("orchestrator", f"strategy number {i} first", 5)]) for i in range(64)]
+    m = role_signatures(eps)
+    assert OPENER_SAMPLE == 32
+    assert m["role/orchestrator/distinct_openers"] == 32.0 == m["role/orchestrator/opener_sample"]
+    m = role_signatures(eps[:10])
+    assert m["role/orchestrator/distinct_openers"] == 10.0
 
 
 def test_mixed_group_fraction_counts_problems_not_turns():

@@ -8,7 +8,12 @@ import torch
 from rolecall.engines.base import GenRequest
 from rolecall.engines.hf import HFEngine
 from rolecall.policies.lora_router import router_for
-from rolecall.policies.model import attach_adapters, load_base, peft_row_names
+from rolecall.policies.model import attach_adapters, load_base
+
+
+def peft_row_names(policies: list[str]) -> list[str]:
+    """PEFT's own per-row adapter list (the reference the router is checked against): "no adapter" is "__base__"."""
+    return ["__base__" if p == "base" else p for p in policies]
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,10 @@ def test_cell_holds_table_7(cell, tmp_path):
     assert cfg.workflow.options == OPTIONS.get((task, wf), OPTIONS.get(wf))
     assert cfg.routing == {"sp": "shared", "ip": "isolated", None: "shared"}[route]
     assert (cfg.task.name, cfg.data.format) == ("dataset", {"math": "dapo_math", "code": "deepcoder"}[task])
-    assert (cfg.data.test_fraction, cfg.data.split_seed) == (0.1, 42)
+    if task == "code":  # the paper's code split: the first 1,000 rows of a seed-42 shuffle
+        assert (cfg.data.test_rows, cfg.data.split_seed) == (1000, 42)
+    else:  # the paper's math split: 10 % held out, seed 42
+        assert (cfg.data.test_rows, cfg.data.test_fraction, cfg.data.split_seed) == (None, 0.1, 42)
     assert cfg.reward.name == task
     if task == "code":
         assert cfg.reward.code_mode == "all_pass"
@@ -69,9 +72,9 @@ def _fixture(tmp_path: Path, task: str) -> Path:
     f = tmp_path / f"{task}.jsonl"
     if task == "math":
         rows = [{"prompt": f"What is {i}+{i}?", "solution": str(2 * i)} for i in range(20)]
-    else:
+    else:  # 1,000 held out (the paper's code split) + 18 to train on
         tests = json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}])
-        rows = [{"problem": f"Print double of n ({i}).", "tests": tests, "starter_code": ""} for i in range(20)]
+        rows = [{"problem": f"Print double of n ({i}).", "tests": tests, "starter_code": ""} for i in range(1018)]
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return f
 
@@ -86,7 +89,11 @@ def test_cell_dry_runs_with_a_local_model_and_fixture_data(cell, tmp_path, tiny_
                                    f"data.path={data}", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "lr: 2.0e-05" in res.stdout and f"path: {data}" in res.stdout
-    assert "preflight ok" in res.output and '"train_problems": 18' in res.output  # 20 rows, 10 % held out
+    # math: 20 rows, 10 % held out; code: 1,018 rows, the first 1,000 of the shuffle held out
+    assert "preflight ok" in res.output and '"train_problems": 18' in res.output
+    split = "10 % of rows held out with seed 42, the paper's math split" if task == "math" else \
+        "the first 1000 rows of a seed-42 shuffle held out, the paper's code split"
+    assert split in res.output
 
 
 def test_dry_run_names_a_bad_dataset_row(tmp_path, tiny_model_dir, isolated_sandbox):

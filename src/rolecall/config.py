@@ -9,6 +9,8 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, ValidationInfo,
                       field_validator, model_validator)
 
+from rolecall.engines.base import DEFAULT_MAX_BATCH
+
 
 def _types_in(annotation: Any) -> set:
     """Every type a field's annotation names, through Union, Optional and Annotated."""
@@ -49,8 +51,12 @@ class DataCfg(_Strict):
     format: Literal["dapo_math", "gsm8k", "deepcoder", "qa"] = Field("dapo_math", description="Column layout of the rows.")
     source_split: str = Field("train", description="Split to read from a DatasetDict or parquet folder.")
     val_path: str | None = Field(None, description="Separate validation file; without it the validation split is carved from `path`.")
-    test_fraction: float = Field(0.1, ge=0, lt=1, description="Held-out fraction when no val_path (paper: 0.1).")
+    test_fraction: float = Field(0.1, ge=0, lt=1, description="Held-out fraction when no val_path and no test_rows (paper math split: 0.1).")
     split_seed: int = Field(42, description="Seed of the held-out split (paper: 42).")
+    test_rows: PositiveInt | None = Field(
+        None, description="Hold out exactly this many rows (the first N of the seed-`split_seed` shuffle) when no "
+                          "val_path; when set it replaces test_fraction (paper code split: 1000; must be fewer "
+                          "than the rows kept).")
     on_bad_row: Literal["error", "skip"] = Field("error", description="A row that fails validation stops the run, or is dropped and counted.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Rows whose prompt is longer (in model tokens) are bad rows.")
     n_val: PositiveInt | None = Field(None, description="Use at most this many validation problems.")
@@ -85,7 +91,7 @@ class RolloutCfg(_Strict):
     max_new_tokens: PositiveInt = Field(48, description="Token budget of one turn; longer turns are cut and marked truncated.")
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
-    max_batch: PositiveInt = Field(512, description="Most rows in one generate call.")
+    max_batch: PositiveInt = Field(DEFAULT_MAX_BATCH, description="Most rows in one generate call.")
     episode_timeout_s: PositiveFloat | None = Field(
         None, description="Wall-clock budget of one episode; an episode over it is cut at its next model call "
                           "(marked timed_out, scored on the answer it has: none) while the rest of the batch proceeds.")
@@ -135,7 +141,7 @@ class RewardCfg(_Strict):
         "auto", description="Equivalence: math-verify in a killable worker, or exact/rational match only; auto = strict on the "
                             "built-in arithmetic task (where echoing the question `12+34` would be 'equivalent'), math_verify on datasets.")
     math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; overruns are unscorable.")
-    code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (paper), or the fraction passed.")
+    code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (the paper's code), or the fraction passed (the paper's text).")
     code_timeout_s: PositiveFloat = Field(6.0, description="Wall time per hidden test; the whole program gets tests x this plus a grace.")
     code_memory_mb: PositiveInt = Field(1024, description="Address-space limit of the sandboxed program.")
     code_workers: PositiveInt = Field(2, description="Sandboxed programs run at once.")
@@ -206,9 +212,10 @@ class Config(_Strict):
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
         if self.task.name != "dataset" and (self.data.path or self.data.val_path):
             raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
-        if self.task.name == "dataset" and not self.data.val_path and self.data.test_fraction == 0:
+        if (self.task.name == "dataset" and not self.data.val_path and self.data.test_rows is None
+                and self.data.test_fraction == 0):
             raise ValueError("data.test_fraction: 0 with no data.val_path leaves no validation problems; "
-                             "allowed: a fraction in (0, 1), or set data.val_path")
+                             "allowed: a fraction in (0, 1), or set data.test_rows or data.val_path")
         if self.task.name == "dataset":
             want = DATA_REWARD[self.data.format]
             if self.reward.name != want:

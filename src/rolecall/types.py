@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+Message = dict[str, str]  # one chat message: {"role": "user" | "assistant" | "system", "content": text}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One dataset row: the text shown to the roles plus what the verifier needs."""

@@ -14,7 +14,10 @@ Policy-Sharing Tradeoffs" (arXiv 2605.24202, §5 and Appendix A.3–A.4):
 - evaluator form (role `evaluator`): `form_fence` (a fenced block of >= 3 body lines),
   `form_stamp` (<= 200 tokens, a `\\boxed{Correct|Incorrect}` verdict, no fence),
   `form_other`; `verdict_parse_rate` = a parseable verdict box.
-- `distinct_openers` (role `orchestrator`): unique lower-cased first-3-word openers.
+- `distinct_openers` (role `orchestrator`): unique lower-cased first-3-word openers among a
+  fixed number of turns (`OPENER_SAMPLE`, evenly spaced over the step's episodes; fewer only
+  when the step has fewer, recorded as `opener_sample`), so the count compares across runs
+  of different batch sizes.
 - `prompt_tokens`, `completion_tokens`: per episode, summed over the role's turns.
 """
 from __future__ import annotations
@@ -32,6 +35,7 @@ HEDGES = ("wait", "alternatively", "actually", "hmm", "let me reconsider", "on s
 _HEDGE_RE = re.compile(r"\b(?:" + "|".join(re.escape(h) for h in HEDGES) + r")\b", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 TERSE_TOKENS = 30
+OPENER_SAMPLE = 32
 STAMP_TOKENS = 200
 
 
@@ -83,6 +87,12 @@ def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b)
 
 
+def fixed_sample(items: list, k: int) -> list:
+    """Up to k items evenly spaced over the list (no random draw: the same step gives the same sample)."""
+    n = len(items)
+    return items if n <= k else [items[(j * n) // k] for j in range(k)]
+
+
 def opener(text: str) -> str:
     return " ".join(strip_think(text).lower().split()[:3])
 
@@ -111,7 +121,8 @@ def role_signatures(episodes: list[Episode]) -> dict[str, float]:
             m.update({f"form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")})
             m["verdict_parse_rate"] = fmean(verdict(x) is not None for x in texts)
         if role == "orchestrator":
-            m["distinct_openers"] = float(len({opener(x) for x in texts}))
+            m["distinct_openers"] = float(len({opener(t.completion_text) for t in fixed_sample(turns, OPENER_SAMPLE)}))
+            m["opener_sample"] = float(min(OPENER_SAMPLE, len(turns)))
         out.update({f"role/{role}/{k}": v for k, v in m.items()})
     out.update(parallel_jaccard(episodes))
     return out

@@ -4,7 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-Message = dict[str, str]
+from rolecall.types import Message
+
+# Most rows in one generate call unless the run says otherwise (config: rollout.max_batch).
+DEFAULT_MAX_BATCH = 512
 
 
 @dataclass

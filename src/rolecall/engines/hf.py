@@ -18,7 +18,7 @@ from contextlib import nullcontext
 
 import torch
 
-from rolecall.engines.base import GenOutput, GenRequest
+from rolecall.engines.base import DEFAULT_MAX_BATCH, GenOutput, GenRequest
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
 
@@ -33,7 +33,7 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, *, max_batch: int = 256, enable_thinking: bool = False,
+    def __init__(self, model, tokenizer, *, max_batch: int = DEFAULT_MAX_BATCH, enable_thinking: bool = False,
                  max_prompt_tokens: int | None = None) -> None:
         self.model, self.tok = model, tokenizer
         self.max_batch = max_batch

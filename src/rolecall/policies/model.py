@@ -6,7 +6,6 @@ from pathlib import Path
 
 import torch
 
-from rolecall.policies.routing import BASE_POLICY
 
 EMBEDDED = "embedded"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -99,13 +98,6 @@ def adapter_params(model, name: str) -> dict[str, torch.nn.Parameter]:
     return {n: p for n, p in model.named_parameters() if f".{name}." in n and "lora_" in n}
 
 
-def active_policy(model, name: str):
-    """Run the model as one policy: its adapter alone, or the bare base for `base`."""
-    from rolecall.policies.lora_router import router_for
-
-    return router_for(model).policy(name)
-
-
 def set_training(model, mode: bool) -> None:
     """`model.train(mode)` without its recursive walk (~5 ms a call on the embedded model, and
     every step switches to eval for sampling and back). Falls back to `model.train` when a
@@ -126,6 +118,3 @@ def set_training(model, mode: bool) -> None:
         object.__setattr__(m, "training", mode)  # Module.__setattr__ looks for params/buffers first
 
 
-def peft_row_names(policies: list[str]) -> list[str]:
-    # PEFT's per-row adapter list spells "no adapter" as "__base__".
-    return ["__base__" if p == BASE_POLICY else p for p in policies]

@@ -9,12 +9,13 @@ from html import escape
 from importlib.resources import files
 from pathlib import Path
 
+from rolecall.diagnostics.alarms import ALARMS
 from rolecall.diagnostics.summary import summarize
 from rolecall.report.load import Run, load_run, normalise, run_names
 from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, key_html, render, timeline
 
 CONTROL_COLOR = "#555555"
-KNOWN_ALARMS = ["gradient_amplification", "sp_role_capture", "validation_cliff"]
+KNOWN_ALARMS = list(ALARMS)
 DIAGNOSTICS = [("chi2_token", "token χ²"), ("training_ppl", "training perplexity"), ("grad_norm", "grad norm")]
 
 

@@ -11,16 +11,20 @@ def load_dataset_problems(data, count_tokens: Callable[[str], int] | None = None
     """(train, validation) from `data.path`, validated row by row before any training.
 
     Validation comes from `data.val_path` when given, else from the seeded held-out split of
-    `data.path` (paper: 10 %, seed 42). The load report's one-line summary goes to `log`.
+    `data.path`: the first `data.test_rows` rows of a seed-`split_seed` shuffle when test_rows is
+    set (the paper's code split: 1000, seed 42), else `data.test_fraction` of the rows (the
+    paper's math split: 10 %, seed 42). The load report's summary and the split used go to `log`.
     """
-    from rolecall.data import load_dataset, split_indices
+    from rolecall.data import describe_split, load_dataset, split_indices
 
-    if not data.val_path and data.test_fraction <= 0:
-        raise ValueError("data.test_fraction is 0 and data.val_path is not set: there would be no validation problems")
+    test_rows = data.test_rows
+    if not data.val_path and test_rows is None and data.test_fraction <= 0:
+        raise ValueError("data.test_fraction is 0 and neither data.test_rows nor data.val_path is set: "
+                         "there would be no validation problems")
     kw = dict(fmt=data.format, source_split=data.source_split, on_bad_row=data.on_bad_row)
     if data.max_prompt_tokens is not None:
         kw.update(count_tokens=count_tokens, max_prompt_tokens=data.max_prompt_tokens)
-    # Read and validate the file once; the paper split is taken over the rows kept.
+    # Read and validate the file once; the held-out split is taken over the rows kept.
     loaded = load_dataset(data.path, split="all", **kw)
     log(f"train: {loaded.report.summary()}" if data.val_path else f"data: {loaded.report.summary()}")
     if data.val_path:
@@ -29,9 +33,15 @@ def load_dataset_problems(data, count_tokens: Callable[[str], int] | None = None
         log(f"validation: {val.report.summary()}")
         val_P = val.problems
     else:
-        train_idx, val_idx = split_indices(len(loaded.problems), data.test_fraction, data.split_seed)
+        n = len(loaded.problems)
+        if test_rows is not None and test_rows >= n:
+            raise ValueError(f"data.test_rows: {test_rows} must be less than the {n} rows kept from {data.path} "
+                             f"(it would leave no training rows); lower it or set data.val_path")
+        train_idx, val_idx = split_indices(n, data.test_fraction, data.split_seed, test_rows=test_rows)
         train_P = [loaded.problems[i] for i in train_idx]
         val_P = [loaded.problems[i] for i in val_idx]
+        log(f"validation: {describe_split(data.test_fraction, data.split_seed, test_rows)} "
+            f"({len(val_P)} validation, {len(train_P)} train problems)")
     if data.limit:
         train_P = train_P[: data.limit]
     if data.n_val:

@@ -4,9 +4,7 @@ from __future__ import annotations
 from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
-from rolecall.types import Episode, Problem
-
-Message = dict[str, str]
+from rolecall.types import Episode, Message, Problem
 
 
 class Team(Protocol):

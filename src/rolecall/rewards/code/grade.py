@@ -99,7 +99,7 @@ def judge_record(record: dict, tests: CodeTests) -> tuple[str, str]:
         return _END_STATUS.get(end, "runtime_error"), _snip(record.get("detail") or str(end), 200)
     i = record["i"]
     if tests.kind == "stdin":
-        return _compare_stdout(record.get("out", ""), tests.outputs[i])
+        return compare_stdout(record.get("out", ""), tests.outputs[i])
     try:
         got = json.loads(record.get("ret", ""))
     except (ValueError, RecursionError):
@@ -109,10 +109,6 @@ def judge_record(record: dict, tests: CodeTests) -> tuple[str, str]:
     return "wrong", f"returned {_snip(json.dumps(got))}, expected {_snip(json.dumps(tests.outputs[i]))}"
 
 
-def stdout_matches(got: str, expected: str) -> bool:
-    return _lines(got) == _lines(expected)
-
-
 def _lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in text.split("\n")]
     while lines and not lines[-1]:
@@ -120,7 +116,9 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _compare_stdout(got: str, expected: str) -> tuple[str, str]:
+def compare_stdout(got: str, expected: str) -> tuple[str, str]:
+    """("ok", "") when the lines match (trailing spaces, CRLF and trailing blank lines ignored),
+    else ("wrong", where they first differ)."""
     g, e = _lines(got), _lines(expected)
     if g == e:
         return "ok", ""
