@@ -442,3 +442,29 @@ def test_user_workflow_found_in_working_directory(tmp_path, monkeypatch):
         assert sys.path[-1] == str(tmp_path)
     finally:
         sys.modules.pop("rc_cwd_wf", None)
+
+
+def test_orch_workers_scores_each_worker_for_pass_at_k():
+    """Workers' own solutions are graded: pass@k = some worker right; worker accuracy; and whether
+    the synthesizer kept a right answer when one existed. Two episodes by hand (gold 42):
+    workers [42, 41, 40] + final 42 -> oracle, 1/3 workers right, kept;
+    workers [1, 2, 3] + final 42 -> no oracle (its final does not count for synthesis_acc)."""
+    from rolecall.config import RewardCfg
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.train.stages import credit, score
+
+    wf = build_workflow("orch_workers", load_prompts("math"), {})
+    replies = iter(["1. a\n2. b\n3. c", "\\boxed{42}", "\\boxed{41}", "\\boxed{40}", "\\boxed{42}",
+                    "1. a\n2. b\n3. c", "\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{42}"])
+    eps = []
+    for _ in range(2):
+        eps += rollout(wf, [PROBLEM], 1, ScriptedEngine(lambda r: next(replies)), isolated(wf), lambda role: 32, 0.7)
+    verifier = build_verifier(RewardCfg(math_checker="strict"))
+    try:
+        score(eps, verifier)
+    finally:
+        verifier.close()
+    assert eps[0].info["graded_rewards"] == {"workers": [1.0, 0.0, 0.0]}
+    m = credit(eps, wf)
+    assert m == {"orch_workers/pass_at_k": 0.5, "orch_workers/worker_acc": pytest.approx(1 / 6),
+                 "orch_workers/synthesis_acc": 1.0}

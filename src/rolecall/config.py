@@ -63,6 +63,14 @@ class DataCfg(_Strict):
     limit: PositiveInt | None = Field(None, description="Train on at most this many problems (smoke tests; see n_val for validation).")
 
 
+    @model_validator(mode="after")
+    def _has_validation(self) -> "DataCfg":
+        # The one place this is checked: the CLI's config and a library caller's DataCfg alike.
+        if self.path and not self.val_path and self.test_rows is None and self.test_fraction == 0:
+            raise ValueError("data.test_fraction: 0 with no data.val_path leaves no validation problems; "
+                             "allowed: a fraction in (0, 1), or set data.test_rows or data.val_path")
+        return self
+
 class TaskCfg(_Strict):
     name: Literal["arithmetic", "dataset"] = Field("arithmetic", description="arithmetic (built-in, procedural) or dataset (the `data` section).")
     digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
@@ -212,10 +220,6 @@ class Config(_Strict):
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
         if self.task.name != "dataset" and (self.data.path or self.data.val_path):
             raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
-        if (self.task.name == "dataset" and not self.data.val_path and self.data.test_rows is None
-                and self.data.test_fraction == 0):
-            raise ValueError("data.test_fraction: 0 with no data.val_path leaves no validation problems; "
-                             "allowed: a fraction in (0, 1), or set data.test_rows or data.val_path")
         if self.task.name == "dataset":
             want = DATA_REWARD[self.data.format]
             if self.reward.name != want:

@@ -17,10 +17,7 @@ def load_dataset_problems(data, count_tokens: Callable[[str], int] | None = None
     """
     from rolecall.data import describe_split, load_dataset, split_indices
 
-    test_rows = data.test_rows
-    if not data.val_path and test_rows is None and data.test_fraction <= 0:
-        raise ValueError("data.test_fraction is 0 and neither data.test_rows nor data.val_path is set: "
-                         "there would be no validation problems")
+    test_rows = data.test_rows  # DataCfg has checked that some validation source exists
     kw = dict(fmt=data.format, source_split=data.source_split, on_bad_row=data.on_bad_row)
     if data.max_prompt_tokens is not None:
         kw.update(count_tokens=count_tokens, max_prompt_tokens=data.max_prompt_tokens)
