@@ -21,12 +21,6 @@ from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.workflows import WORKFLOWS, build_workflow, load_prompts
 
-# Transcripts per workflow, as a multiple of `episodes_per_workflow`. Eval-Opt's verdicts and
-# Orch-Workers' strategy lists and copied picks are rarer, longer formats than a boxed answer:
-# with equal shares the model garbled them (evaluator verdicts unparseable, synthesizer picks
-# wrong) and both workflows started near 0 % accuracy, leaving RL nothing to learn from.
-EPISODE_WEIGHT = {"eval_opt": 3, "orch_workers": 3}
-
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
 MODEL_SHAPE = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=6,
                    num_key_value_heads=2, head_dim=32, max_position_embeddings=1024)
@@ -55,7 +49,7 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     prompts = load_prompts("math")
     for name in sorted(WORKFLOWS):
         wf = build_workflow(name, prompts, {})
-        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow * EPISODE_WEIGHT.get(name, 1))]
+        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow)]
         rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
     out = []
     for prompt, completion in engine.examples:
@@ -165,6 +159,6 @@ def make_base(out: Path, *, fact_steps: int = 1200, fact_batch: int = 16, batch:
     info = {"fact_steps": fact_steps, "steps": steps, "batch": batch, "lr": lr, "seed": seed,
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
-            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow, "episode_weight": EPISODE_WEIGHT}
+            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info
