@@ -154,7 +154,7 @@ def eval_cmd(
 @app.command("make-base")
 def make_base_cmd(
     out: Path = typer.Option(None, "--out", help="Where to write the model (default: the package's embedded dir)."),
-    fact_steps: int = typer.Option(1200, help="Phase-1 steps on packed arithmetic facts."),
+    fact_steps: int = typer.Option(1500, help="Phase-1 steps on packed facts (sums, copies, verdicts)."),
     episodes: int = typer.Option(1000, help="Oracle episodes per workflow in phase 2."),
     seed: int = typer.Option(0, help="Seed of data and weights."),
 ) -> None:

@@ -21,6 +21,15 @@ from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.workflows import WORKFLOWS, build_workflow, load_prompts
 
+# Eval-Opt's verdicts and Orch-Workers' strategy lists and copied picks are rarer, harder
+# formats than a boxed answer. With equal transcript shares and sums-only facts the model
+# garbled them (verdicts unparseable, synthesizer picks wrong) and both workflows started near
+# 1 % validation accuracy, leaving RL nothing to learn from. Three times their transcripts
+# alone reached 12.5 % and 5 %; adding packed copy and verdict facts (`_fact`) reached 39.5 %
+# and 25 % (single 58.5 %, voting 57.5 %).
+EPISODE_WEIGHT = {"eval_opt": 3, "orch_workers": 3}  # transcripts, as a multiple of episodes_per_workflow
+COPY_FACTS = 0.15  # share of packed facts of each of the two non-sum kinds (see `_fact`)
+
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
 MODEL_SHAPE = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=6,
                    num_key_value_heads=2, head_dim=32, max_position_embeddings=1024)
@@ -49,7 +58,7 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     prompts = load_prompts("math")
     for name in sorted(WORKFLOWS):
         wf = build_workflow(name, prompts, {})
-        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow)]
+        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow * EPISODE_WEIGHT.get(name, 1))]
         rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
     out = []
     for prompt, completion in engine.examples:
@@ -60,9 +69,26 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     return out
 
 
-def arithmetic_facts(task: ArithmeticTask, rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
-    """Packed correct facts `a+b=c` (loss on the results only): the model's 'pretraining
-    knowledge', which the noisy role transcripts then fail to use reliably."""
+def _fact(p, rng: random.Random) -> tuple[str, str]:
+    """One packed fact as (question, answer). Most are sums `a+b=c`; some teach the two skills
+    the roles need besides arithmetic: copying the most common answer out of a numbered list
+    (aggregator, synthesizer) and stamping a verdict on an answer (evaluator)."""
+    kind = rng.random()
+    if kind < 1 - 2 * COPY_FACTS:
+        return f"{p.prompt}=", f"{p.answer}\n"
+    truth = int(p.answer)
+    if kind < 1 - COPY_FACTS:
+        said = truth if rng.random() < 0.5 else abs(truth + rng.choice((1, -1, 10, -10, 2)))
+        return f"{p.prompt} \\boxed{{{said}}} ", f"\\boxed{{{'Correct' if said == truth else 'Incorrect'}}}\n"
+    xs = [truth if rng.random() < 0.5 else abs(truth + rng.choice((1, -1, 10, -10))) for _ in range(3)]
+    top = max(xs, key=xs.count)  # the most common; ties to the first listed
+    listing = "".join(f"{i + 1}: \\boxed{{{x}}}\n" for i, x in enumerate(xs))
+    return listing, f"\\boxed{{{top}}}\n"
+
+
+def packed_facts(task: ArithmeticTask, rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Packed facts (loss on the answers only): the model's 'pretraining knowledge', which the
+    noisy role transcripts then fail to use reliably."""
     rng = random.Random(seed + 1)
     train = task.train()
     out = []
@@ -70,9 +96,9 @@ def arithmetic_facts(task: ArithmeticTask, rows: int, per_row: int, tok, seed: i
         ids: list[int] = []
         mask: list[int] = []
         for _ in range(per_row):
-            p = train[rng.randrange(len(train))]
-            q = tok(f"{p.prompt}=", add_special_tokens=False)["input_ids"]
-            a = tok(f"{p.answer}\n", add_special_tokens=False)["input_ids"]
+            qt, at = _fact(train[rng.randrange(len(train))], rng)
+            q = tok(qt, add_special_tokens=False)["input_ids"]
+            a = tok(at, add_special_tokens=False)["input_ids"]
             ids += q + a
             mask += [0] * len(q) + [1] * len(a)
         out.append((ids, mask))
@@ -118,20 +144,21 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
     return out
 
 
-def make_base(out: Path, *, fact_steps: int = 1200, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
+def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000,
               rates: OracleRates = OracleRates(), progress: Callable[[int, int, float], None] | None = None) -> dict:
-    """Phase 1: packed `a+b=c` facts (cheap tokens, learns the arithmetic). Phase 2: one pass
+    """Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a numbered list
+    and stamping verdicts, see `_fact`). Phase 2: one pass
     over role transcripts + chat-form facts + more packed facts (learns the roles' formats).
     One optimizer and one warmup+cosine schedule span both phases."""
     torch.manual_seed(seed)
     tok = build_tokenizer()
     task = ArithmeticTask()
     rng = random.Random(seed)
-    phase1 = [arithmetic_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
+    phase1 = [packed_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
     mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed))
     mix += chat_facts(task, n_chat_facts, tok, seed)
-    mix += arithmetic_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
+    mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     plan = phase1 + _batches(mix, batch, rng)
     steps = len(plan)
     model = build_model(tok, seed)
@@ -159,6 +186,6 @@ def make_base(out: Path, *, fact_steps: int = 1200, fact_batch: int = 16, batch:
     info = {"fact_steps": fact_steps, "steps": steps, "batch": batch, "lr": lr, "seed": seed,
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
-            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow}
+            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow, "episode_weight": EPISODE_WEIGHT}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info

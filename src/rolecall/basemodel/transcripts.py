@@ -16,13 +16,11 @@ from rolecall.parsing import last_boxed
 _EXPR = re.compile(r"(\d+)([+-])(\d+)")
 _LISTED = re.compile(r"^(\d+): (.*)$", re.MULTILINE)
 _SOLUTION = re.compile(r"[Ss]olution: (.*)")
-STRATEGIES = (
-    "Add the ones, then the tens.", "Split each number into tens and ones.",
-    "Round to a ten, then fix the difference.", "Count on from the larger number.",
-    "Work from the left digit.", "Check the result by the inverse operation.",
-)
-CRITIQUES_BAD = ("Recheck the last digit.", "The carry is wrong.", "Recompute the tens.")
-CRITIQUES_GOOD = ("The arithmetic checks out.", "Each digit is right.")
+# Short on purpose: every character is a token the tiny model must learn to write.
+STRATEGIES = ("Ones, then tens.", "Split into tens.", "Round to a ten.", "Count on.", "Left digit first.",
+              "Check by inverse.")
+CRITIQUES_BAD = ("Recheck the ones.", "Fix the carry.", "Redo the tens.")
+CRITIQUES_GOOD = ("Checks out.", "Digits right.")
 
 
 @dataclass(frozen=True)
