@@ -23,8 +23,7 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     """
     wanted: dict[tuple[str, str], Problem] = {}
     for ep in episodes:
-        extra = [t for texts in ep.info.get("graded", {}).values() for t in texts]
-        for text in [ep.final_answer, *ep.info.get("candidates", []), *extra]:
+        for text in [ep.final_answer, *(t for texts in _graded_lists(ep).values() for t in texts)]:
             wanted.setdefault((ep.problem.uid, text), ep.problem)
     keys = list(wanted)
     graded = dict(zip(keys, verifier.score_many([t for _, t in keys], [wanted[k] for k in keys])))
@@ -36,16 +35,24 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
             ep.reward, ep.info["status"], ep.info["nonfinite_reward"] = None, NONFINITE, repr(s.value)
         if s.info:  # why the verifier decided so (failed test, judge overrun), for samples.jsonl
             ep.info["verdict"] = dict(s.info)
-        if "candidates" in ep.info:
-            values = [graded[(ep.problem.uid, c)].value for c in ep.info["candidates"]]
-            ep.info["candidate_rewards"] = [None if _nonfinite(v) else v for v in values]
-        if "graded" in ep.info:  # texts the workflow wants scored (eval_opt's judged solutions ...)
-            ep.info["graded_rewards"] = {
-                name: [None if _nonfinite(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
-                for name, texts in ep.info["graded"].items()}
+        rewards = {name: [None if _nonfinite(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
+                    for name, texts in _graded_lists(ep).items()}
+        if "candidates" in rewards:
+            ep.info["candidate_rewards"] = rewards.pop("candidates")
+        if rewards:
+            ep.info["graded_rewards"] = rewards
         status[ep.info["status"]] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}
+
+
+def _graded_lists(ep: Episode) -> dict[str, list[str]]:
+    """The texts a workflow wants scored besides its final answer, by name: `info["graded"]`,
+    and voting's `info["candidates"]` (its rewards keep their own key, `candidate_rewards`)."""
+    lists = dict(ep.info.get("graded", {}))
+    if "candidates" in ep.info:
+        lists["candidates"] = ep.info["candidates"]
+    return lists
 
 
 def _nonfinite(value: float | None) -> bool:

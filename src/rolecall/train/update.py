@@ -119,9 +119,13 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     all_rows = [r for rows in rows_by_policy.values() for r in rows]
     # Base-model log-probs: every row for the KL loss, else a fixed sample for the kl_ref diagnostic.
     kl_loss = algo.kl_coef > 0 or any(v > 0 for v in algo.kl_coef_by_role.values())
-    wanted = all_rows if kl_loss else (
-        [r for r in all_rows if id(r) in set().union(*(kl_ref_sample(rs, kl_ref_rows) for rs in rows_by_policy.values()))]
-        if kl_ref else [])
+    if kl_loss:
+        wanted = all_rows
+    elif kl_ref:
+        sample = set().union(*(kl_ref_sample(rs, kl_ref_rows) for rs in rows_by_policy.values()))  # once, not per row
+        wanted = [r for r in all_rows if id(r) in sample]
+    else:
+        wanted = []
     ref_by_row = base_logps(model, wanted, pad_id, temperature, algo.micro_batch_tokens) if wanted else {}
     router = router_for(model)
     groups = [policies] if len(policies) > 1 and router.plain(policies) else [[p] for p in policies]
