@@ -29,6 +29,7 @@ PROMPTS = {
 class ProposeCheck(Workflow):
     name = "propose_check"
     roles = ("proposer", "checker")
+    templates = {"propose": ("problem",), "check": ("problem", "answer"), "retry": ("note",)}
 
     def __init__(self, prompts=PROMPTS, retries: int = 1) -> None:
         super().__init__(prompts)

@@ -96,10 +96,33 @@ def test_count_options_must_be_positive_ints(name, option, bad):
 
 
 def test_missing_template_names_it():
-    """A prompt set lacking a template fails with the template's name, not a bare KeyError."""
-    wf = build_workflow("single", {"other": "x"}, {})
+    """A prompt set lacking a template fails when the workflow is built, naming the template."""
+    with pytest.raises(ValueError, match="no template 'generator', which workflow 'single' needs.*other"):
+        build_workflow("single", {"other": "x"}, {})
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+@pytest.mark.parametrize("prompts", ["math", "code", "paper_math", "paper_code"])
+def test_every_shipped_prompt_set_fits_every_shipped_workflow(name, prompts):
+    build_workflow(name, load_prompts(prompts), {})
+
+
+@pytest.mark.parametrize("template, message", [
+    ("Solve $problem, then $answr", r"uses \$answr, which workflow 'eval_opt' does not provide; it provides \$problem"),
+    ("Pay $5 for $problem", "'\\$' that starts no placeholder; write \\$\\$"),
+])
+def test_a_bad_placeholder_fails_at_build_time_naming_it(template, message):
+    prompts = {**load_prompts("math"), "generator": template}
+    with pytest.raises(ValueError, match=message):
+        build_workflow("eval_opt", prompts, {})
+
+
+def test_a_user_workflow_without_declared_templates_names_a_missing_one_at_render():
+    class Loose(Workflow):
+        name, roles = "loose", ("generator",)
+
     with pytest.raises(KeyError, match="no prompt template 'generator'.*other"):
-        wf.render("generator", problem="1+1")
+        Loose({"other": "x"}).render("generator", problem="1+1")
 
 
 # --------------------------------------------------------------------------- single

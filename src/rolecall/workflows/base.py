@@ -30,9 +30,14 @@ class Workflow:
 
     name: ClassVar[str]
     roles: ClassVar[tuple[str, ...]]
+    # The templates `run` renders and the `$placeholders` each is given. Declared, they are
+    # checked when the workflow is built, so a prompt file with a missing template, a typo in
+    # a placeholder or a stray `$` fails before any model loads, not mid-run.
+    templates: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def __init__(self, prompts: Mapping[str, str]) -> None:
         self.prompts = dict(prompts)
+        check_templates(self.name, self.prompts, self.templates)
 
     def render(self, template: str, **values: Any) -> str:
         # string.Template: `$name` placeholders never clash with LaTeX braces, and it runs no code.
@@ -57,6 +62,22 @@ class Workflow:
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """Workflow-specific metrics of one step's scored episodes (`<workflow>/<name>` keys)."""
         return {}
+
+
+def check_templates(workflow: str, prompts: Mapping[str, str], templates: Mapping[str, tuple[str, ...]]) -> None:
+    """Every declared template exists and uses only the placeholders it is given (ValueError)."""
+    for name, given in templates.items():
+        if name not in prompts:
+            raise ValueError(f"workflow.prompts: no template {name!r}, which workflow {workflow!r} needs "
+                             f"(the prompts have {sorted(prompts)})")
+        t = Template(prompts[name])
+        if not t.is_valid():
+            raise ValueError(f"workflow.prompts: template {name!r} has a '$' that starts no placeholder; "
+                             "write $$ for a literal dollar sign")
+        unknown = [x for x in t.get_identifiers() if x not in given]
+        if unknown:
+            raise ValueError(f"workflow.prompts: template {name!r} uses ${unknown[0]}, which workflow {workflow!r} "
+                             f"does not provide; it provides {', '.join('$' + g for g in given)}")
 
 
 def positive_int_option(name: str, value: Any) -> int:

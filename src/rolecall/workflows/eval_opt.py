@@ -26,6 +26,8 @@ from rolecall.workflows.base import Team, Workflow, assistant, positive_int_opti
 class EvalOpt(Workflow):
     name = "eval_opt"
     roles = ("generator", "evaluator")
+    templates = {"generator": ("problem",), "evaluator": ("problem", "solution"),
+                 "evaluator_followup": ("solution",), "revise": ("critique",)}
 
     def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False) -> None:
         super().__init__(prompts)

@@ -39,6 +39,8 @@ def parse_strategies(text: str, n: int) -> list[str]:
 class OrchWorkers(Workflow):
     name = "orch_workers"
     roles = ("orchestrator", "worker", "synthesizer")
+    templates = {"orchestrator": ("problem", "n"), "worker": ("problem", "strategy"),
+                 "synthesizer": ("problem", "solutions")}
 
     def __init__(self, prompts, n_workers: int = 3) -> None:
         super().__init__(prompts)

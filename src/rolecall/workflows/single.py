@@ -8,6 +8,7 @@ from rolecall.workflows.base import Team, Workflow, user
 class Single(Workflow):
     name = "single"
     roles = ("generator",)
+    templates = {"generator": ("problem",)}
 
     async def run(self, problem: Problem, team: Team) -> str:
         return await team.call("generator", [user(self.render("generator", problem=problem.prompt))])

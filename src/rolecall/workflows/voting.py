@@ -41,6 +41,7 @@ def majority_choice(candidates: list[str]) -> int:
 class Voting(Workflow):
     name = "voting"
     roles = ("generator", "aggregator")
+    templates = {"generator": ("problem",), "aggregator": ("problem", "candidates", "n")}
 
     def __init__(self, prompts, n_voters: int = 3, fallback: str = "first") -> None:
         super().__init__(prompts)
