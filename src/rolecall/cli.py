@@ -1,6 +1,7 @@
 """`rolecall` command line: train, eval, make-base, verify."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -22,6 +23,35 @@ def _fail(msg: str) -> None:
     # soft_wrap: no hard line breaks inside paths; escape: a message is never markup.
     console.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+# What a user can cause or fix: a wrong value or path, a missing or unreadable file, a dataset
+# row, a damaged checkpoint, a busy run directory, a sandbox that cannot isolate. These print
+# one line and exit 2; anything else is a bug in rolecall and keeps its traceback.
+def _user_errors():
+    from rolecall.errors import UserError
+
+    return (UserError, OSError, ValueError, UnicodeDecodeError)
+
+
+@contextlib.contextmanager
+def _as_user_errors(catch_interrupt: bool = True):
+    try:
+        yield
+    except _user_errors() as e:
+        _fail(_describe(e))
+    except KeyboardInterrupt:
+        if not catch_interrupt:
+            raise
+        console.print("interrupted", highlight=False)
+        raise typer.Exit(130) from None
+
+
+def _describe(e: BaseException) -> str:
+    # OSErrors from open() say "[Errno 2] No such file or directory: 'x'"; say it plainly.
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        return f"{e.filename}: {e.strerror}"
+    return str(e) or type(e).__name__
 
 
 def _config(config: Optional[Path], overrides: list[str], steps: Optional[int]):
@@ -51,13 +81,20 @@ def train(
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this directory."),
     force: bool = typer.Option(False, "--force", help="With --resume: continue even though the model, tokenizer, "
                                "data, workflow, routing, LoRA or reward differ from the checkpoint's."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="With --resume: move damaged checkpoints "
+                                      "to checkpoints/damaged/ (with a copy of the logs) and resume from the newest good one."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config and exit."),
 ) -> None:
-    """Train the workflow's policies with RL; writes a run directory."""
+    """Train the workflow's policies with RL; writes a run directory.
+
+    Ctrl-C or SIGTERM finishes the current step, saves a checkpoint and names the command
+    that resumes it; a second one stops at once."""
     from rolecall.config import dump_config
 
     if force and resume is None:
         _fail("--force only applies with --resume DIR")
+    if skip_damaged and resume is None:
+        _fail("--skip-damaged only applies with --resume DIR")
     if resume is not None:
         if config is not None and "=" not in config:
             _fail("--resume takes the config from the run directory; do not pass CONFIG too")
@@ -74,28 +111,28 @@ def train(
         _preflight(cfg)
         return
     out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    _run_training(cfg, out, resume is not None, force)
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {str(out)!r} is a file; a run directory is a directory")
+    _run_training(cfg, out, resume is not None, force, skip_damaged)
 
 
 def _preflight(cfg) -> None:
     """Dry run: every input checked (model dir, tokenizer, dataset rows, verifier), no weights loaded."""
-    from rolecall.data import DatasetError
     from rolecall.train.loop import preflight
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
+    with _as_user_errors():
         info = preflight(cfg)
-    except (FileNotFoundError, DatasetError, ValueError, RuntimeError, OSError) as e:
-        _fail(str(e))
     for line in info.pop("data_report"):
         console.print(line, highlight=False, soft_wrap=True)
     console.print(f"preflight ok: {json.dumps(info)}", highlight=False, soft_wrap=True)
 
 
-def _run_training(cfg, out: Path, resume: bool, force: bool = False) -> None:
+def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damaged: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from rolecall.train.loop import train as run_train
+    from rolecall.train.stop import TrainingStopped
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -115,11 +152,20 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False) -> None:
             progress.update(task, completed=row["step"],
                             info=f"reward {row.get('reward/mean', float('nan')):.3f}  {row['time/step_s']:.1f}s/step")
 
+    def notify(text: str) -> None:
+        progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
+
     try:
-        with progress:
-            path = run_train(cfg, out, resume=resume, force=force, on_event=on_event)
-    except (OSError, ValueError, RuntimeError) as e:  # ResumeRefused, CheckpointError (disk full), missing files
-        _fail(str(e))
+        with _as_user_errors(catch_interrupt=False), progress:
+            path = run_train(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
+                             notify=notify)
+    except TrainingStopped as e:
+        console.print(str(e), highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:  # a second signal: at once, mid-step; saves are atomic, so the last one holds
+        console.print(f"stopped at once; the last saved checkpoint is intact. Continue with: "
+                      f"rolecall train --resume {out}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(130) from None
     console.print(f"run directory: {path}")
 
 
@@ -130,24 +176,33 @@ def eval_cmd(
     base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
 ) -> None:
     """Validation accuracy of the workflow's final answer, printed as JSON."""
-    from rolecall.train.checkpoint import latest_checkpoint, load_adapter
+    from rolecall.train.checkpoint import CheckpointDamaged, load_adapters, resume_point
     from rolecall.train.loop import build_stack, validate
 
     p = Path(target)
     run_dir = p if p.is_dir() else None
+    if run_dir is not None and not (run_dir / "config.yaml").is_file():
+        _fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
     cfg = _config(p / "config.yaml" if run_dir else p, overrides or [], None)
-    try:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    ckpt = None
+    with _as_user_errors():
+        if run_dir and not base:
+            point = resume_point(run_dir)
+            if point.damaged_newer:
+                raise CheckpointDamaged(point.refusal(run_dir))
+            ckpt = point.checkpoint
+            if ckpt is None:
+                _fail(f"{str(run_dir)!r} has no checkpoint yet")
         stack = build_stack(cfg)
-    except (FileNotFoundError, ValueError) as e:
-        _fail(str(e))
-    ckpt = latest_checkpoint(run_dir) if run_dir else None
-    if run_dir and not base:
-        if ckpt is None:
-            _fail(f"{str(run_dir)!r} has no checkpoint yet")
-        for name in stack.routing.adapters:
-            load_adapter(stack.model, name, ckpt / name)
-    result = validate(stack, base=base)
-    result["checkpoint"] = str(ckpt) if (ckpt and not base) else None
+    try:
+        with _as_user_errors():
+            if ckpt:
+                load_adapters(ckpt, stack.model, stack.routing.adapters)
+            result = validate(stack, base=base)
+    finally:
+        stack.verifier.close()  # the math judge's worker, the code sandbox's leases
+    result["checkpoint"] = str(ckpt) if ckpt else None
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
 
 

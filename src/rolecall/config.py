@@ -10,6 +10,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, 
                       field_validator, model_validator)
 
 from rolecall.engines.base import DEFAULT_MAX_BATCH
+from rolecall.errors import UserError
 
 
 def _types_in(annotation: Any) -> set:
@@ -279,7 +280,7 @@ class Config(_Strict):
 DATA_REWARD = {"dapo_math": "math", "gsm8k": "math", "deepcoder": "code", "qa": "qa"}
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config problem, phrased with the dotted path, the bad value and what is allowed."""
 
 

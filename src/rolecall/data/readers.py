@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rolecall.errors import UserError
+
 ACCEPTED_FORMS = (
     "a .parquet file",
     "a .jsonl file (one JSON object per line)",
@@ -22,7 +24,7 @@ ACCEPTED_FORMS = (
 )
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """A dataset cannot be used as given; the message names the path and what is wrong.
 
     `report` holds the `LoadReport` when the failure is about bad rows, else None.

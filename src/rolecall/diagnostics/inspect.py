@@ -11,8 +11,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from rolecall.errors import UserError
 
-class InspectError(ValueError):
+
+class InspectError(UserError, ValueError):
     """The run directory cannot answer the question; the message says why."""
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import yaml
 
+from rolecall.errors import UserError
+
 NAN = float("nan")
 
 
-class ReportError(ValueError):
+class ReportError(UserError, ValueError):
     """A run directory the report cannot read; the message names the file (and line)."""
 
 

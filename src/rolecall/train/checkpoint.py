@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import io
 import json
 import os
 import random
 import re
 import shutil
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
+from rolecall.errors import UserError
 
 _TMP = ".tmp-"
 LATEST = "latest"
@@ -31,7 +36,7 @@ FINGERPRINT = "fingerprint.json"  # in the run directory; each checkpoint embeds
 _STEP_DIR = re.compile(r"step_(\d+)")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint could not be written (e.g. the disk is full); the previous one is intact."""
 
 
@@ -107,15 +112,25 @@ def _trainer_state(step: int, optims: dict) -> bytes:
 
 
 def _write_step(tmp: Path, step: int, model, optims: dict, adapters: tuple[str, ...], fingerprint: dict | None) -> None:
-    """Build the complete step directory under its temporary name; the manifest goes last."""
+    """Build the complete step directory under its temporary name; the manifest goes last.
+
+    The manifest lists each file's size and SHA-256, so a later truncation, bad copy or edit
+    of any file is caught at resume instead of being loaded or silently skipped.
+    """
     tmp.mkdir(parents=True)
-    sizes: dict[str, int] = {}
+    written: dict[str, bytes] = {}
     for name in adapters:
-        save_adapter(model, name, tmp / name)
-        sizes.update({f"{name}/{f}": (tmp / name / f).stat().st_size for f in ADAPTER_FILES})
-    write_durable(tmp / STATE, _trainer_state(step, optims))
-    sizes[STATE] = (tmp / STATE).stat().st_size
-    manifest = {"step": step, "adapters": list(adapters), "files": sizes, "fingerprint": fingerprint}
+        (tmp / name).mkdir()
+        for fname, data in _adapter_files(model, name).items():
+            write_durable(tmp / name / fname, data)
+            written[f"{name}/{fname}"] = data
+        _fsync_dir(tmp / name)
+    written[STATE] = _trainer_state(step, optims)
+    write_durable(tmp / STATE, written[STATE])
+    manifest = {"step": step, "adapters": list(adapters),
+                "files": {rel: len(d) for rel, d in written.items()},
+                "sha256": {rel: hashlib.sha256(d).hexdigest() for rel, d in written.items()},
+                "fingerprint": fingerprint}
     write_durable(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
     _fsync_dir(tmp)
 
@@ -210,40 +225,153 @@ def _manifest(path: Path) -> dict | None:
     return m if isinstance(m, dict) and isinstance(m.get("files"), dict) else None
 
 
-def is_complete(path: Path) -> bool:
-    """Every file the manifest lists is there with its size (trainer state and each adapter).
+def damage(path: Path) -> str | None:
+    """What is wrong with the checkpoint directory `path`, naming the file; None when it is sound.
 
-    A directory from before manifests counts if it has the trainer state and every adapter's files.
+    Sound: every file the manifest lists is there with its size and (checkpoints written since
+    checksums were added) its SHA-256. A directory from before manifests counts if it has the
+    trainer state and every adapter's files.
     """
-    if not (path / STATE).is_file():
-        return False
+    if not path.is_dir():
+        return "the directory is missing"
     m = _manifest(path)
     if m is None:
         if (path / MANIFEST).exists():
-            return False  # a manifest that does not parse is a damaged checkpoint
-        adapters = [d for d in path.iterdir() if d.is_dir()]
-        return bool(adapters) and all((d / f).is_file() for d in adapters for f in ADAPTER_FILES)
-    needed = {STATE, *(f"{a}/{f}" for a in m.get("adapters", []) for f in ADAPTER_FILES)}
-    files = m["files"]
-    if not needed <= files.keys():
-        return False
-    try:
-        return all((path / rel).stat().st_size == size for rel, size in files.items())
-    except OSError:
-        return False
+            return f"{MANIFEST} is unreadable or not a checkpoint manifest"
+        needed = [STATE, *(f"{d.name}/{f}" for d in sorted(path.iterdir()) if d.is_dir() for f in ADAPTER_FILES)]
+        if len(needed) == 1:
+            return "it holds no adapter directory"
+        missing = [rel for rel in needed if not (path / rel).is_file()]
+        return f"{missing[0]} is missing" if missing else None
+    files, sums = m["files"], m.get("sha256") or {}
+    needed = [STATE, *(f"{a}/{f}" for a in m.get("adapters", []) for f in ADAPTER_FILES)]
+    unlisted = [rel for rel in needed if rel not in files]
+    if unlisted:
+        return f"{MANIFEST} does not list {unlisted[0]}"
+    for rel, size in files.items():
+        f = path / rel
+        if not f.is_file():
+            return f"{rel} is missing"
+        actual = f.stat().st_size
+        if actual != size:
+            how = "truncated" if actual < size else "grown"
+            return f"{rel} is {actual} bytes, the manifest says {size} ({how})"
+        if rel in sums and _sha256(f) != sums[rel]:
+            return f"{rel} does not match its SHA-256 in the manifest (altered after the save)"
+    return None
+
+
+def _sha256(f: Path) -> str:
+    h = hashlib.sha256()
+    with open(f, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_complete(path: Path) -> bool:
+    return damage(path) is None
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The checkpoint the `latest` marker names if it is complete, else the newest complete one."""
     root = Path(run_dir) / "checkpoints"
-    try:
-        name = (root / LATEST).read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        name = ""
-    if _STEP_DIR.fullmatch(name) and is_complete(root / name):
+    name = _marker(root)
+    if name and is_complete(root / name):
         return root / name
     complete = _complete_steps(root)
     return complete[-1][1] if complete else None
+
+
+def _marker(root: Path) -> str | None:
+    try:
+        name = (root / LATEST).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return name if _STEP_DIR.fullmatch(name) else None
+
+
+class CheckpointDamaged(UserError, RuntimeError):
+    """A checkpoint fails its manifest or cannot be read. It is evidence, never deleted or skipped
+    silently: resume refuses until the user sets it aside."""
+
+
+@dataclass
+class ResumePoint:
+    """Where a resume starts, and the damaged checkpoints in the way.
+
+    `damaged_newer` are newer than `checkpoint` (resuming past them would rewrite steps they
+    hold: refused unless set aside); `damaged_older` are reported and left where they are.
+    """
+
+    checkpoint: Path | None
+    damaged_newer: list[tuple[Path, str]] = field(default_factory=list)
+    damaged_older: list[tuple[Path, str]] = field(default_factory=list)
+
+    @property
+    def step(self) -> int:
+        return _step_of(self.checkpoint) or 0 if self.checkpoint else 0
+
+    def refusal(self, run_dir: Path) -> str:
+        bad = "; ".join(f"{_rel(p, run_dir)}: {why}" for p, why in self.damaged_newer)
+        fallback = f"the newest good checkpoint, {self.checkpoint.name}" if self.checkpoint else "step 0 (no good checkpoint)"
+        return (f"damaged checkpoint in {str(run_dir)!r}: {bad}. Nothing was changed or deleted. "
+                f"To move it aside (to checkpoints/{DAMAGED}/, with a copy of the logs) and go on from {fallback}, "
+                f"run: rolecall train --resume {run_dir} --skip-damaged")
+
+
+DAMAGED = "damaged"
+
+
+def _rel(p: Path, run_dir: Path) -> str:
+    try:
+        return str(p.relative_to(run_dir))
+    except ValueError:
+        return str(p)
+
+
+def resume_point(run_dir: Path) -> ResumePoint:
+    """The checkpoint a resume starts from (the marker's if sound, else the newest sound one),
+    with every damaged checkpoint found: each `step_N` directory is checked against its manifest,
+    and a `latest` marker naming a directory that no longer exists counts as damage."""
+    root = Path(run_dir) / "checkpoints"
+    steps = sorted((s, p) for p in (root.iterdir() if root.is_dir() else []) if (s := _step_of(p)) is not None)
+    found = [(s, p, damage(p)) for s, p in steps]
+    sound = [(s, p) for s, p, why in found if why is None]
+    name = _marker(root)
+    chosen = next((p for s, p in sound if p.name == name), sound[-1][1] if sound else None)
+    at = _step_of(chosen) if chosen else 0
+    point = ResumePoint(chosen)
+    for s, p, why in found:
+        if why is not None:
+            (point.damaged_newer if s > at else point.damaged_older).append((p, why))
+    if name and not (root / name).exists() and int(name.removeprefix("step_")) > at:
+        point.damaged_newer.append((root / name, f"the {LATEST!r} marker names {name}, which is missing"))
+    return point
+
+
+def set_aside(run_dir: Path, point: ResumePoint, logs: tuple[Path, ...]) -> Path:
+    """Move the damaged checkpoints newer than the resume point into `checkpoints/damaged/<time>/`,
+    with a copy of `logs` (metrics and samples) as they were, before the resume rewrites the
+    steps after the resume point; a README there says what was wrong. Returns that folder."""
+    root = Path(run_dir) / "checkpoints"
+    dest = root / DAMAGED / time.strftime("%Y%m%d-%H%M%S")
+    while dest.exists():
+        dest = dest.with_name(dest.name + "+")
+    dest.mkdir(parents=True)
+    lines = [f"Set aside on {time.strftime('%Y-%m-%d %H:%M:%S')}; the run resumed from "
+             f"{point.checkpoint.name if point.checkpoint else 'step 0'}.", ""]
+    for p, why in point.damaged_newer:
+        lines.append(f"{p.name}: {why}")
+        if p.exists():
+            os.replace(p, dest / p.name)
+    for f in logs:
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+    (dest / "README.txt").write_text("\n".join(lines) + "\n")
+    _fsync_dir(dest)
+    _fsync_dir(root)
+    return dest
 
 
 def checkpoint_fingerprint(ckpt: Path) -> dict | None:
@@ -252,15 +380,29 @@ def checkpoint_fingerprint(ckpt: Path) -> dict | None:
     return m.get("fingerprint") if m else None
 
 
-def load_checkpoint(ckpt: Path, model, optims: dict, adapters: tuple[str, ...]) -> int:
+def load_adapters(ckpt: Path, model, adapters: tuple[str, ...]) -> None:
+    """Each policy's adapter from checkpoint `ckpt`; `CheckpointDamaged` names one that cannot be read."""
     for name in adapters:
-        load_adapter(model, name, ckpt / name)
+        try:
+            load_adapter(model, name, ckpt / name)
+        except Exception as e:  # noqa: BLE001 - SafetensorError (not an OSError), a missing or foreign adapter
+            raise CheckpointDamaged(f"checkpoint {str(ckpt)!r}: the adapter of policy {name!r} cannot be loaded: {e}") from None
+
+
+def load_checkpoint(ckpt: Path, model, optims: dict, adapters: tuple[str, ...]) -> int:
+    """Load adapters, optimizer state and RNG; a file that cannot be read raises
+    `CheckpointDamaged` naming it (before any of the training state is used)."""
+    load_adapters(ckpt, model, adapters)
     # weights_only: the state is tensors, numbers and tuples; a crafted file cannot run code on --resume.
-    state = torch.load(ckpt / STATE, weights_only=True)
-    for k, o in optims.items():
-        o.load_state_dict(state["optim"][k])
-    torch.set_rng_state(state["rng"]["torch"])
-    random.setstate(state["rng"]["python"])
-    if state["rng"].get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-    return int(state["step"])
+    try:
+        state = torch.load(ckpt / STATE, weights_only=True)
+        for k, o in optims.items():
+            o.load_state_dict(state["optim"][k])
+        rng, step = state["rng"], int(state["step"])
+    except Exception as e:  # noqa: BLE001 - unpickling errors of every kind: the file is unusable
+        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r}: {STATE} cannot be loaded: {type(e).__name__}: {e}") from None
+    torch.set_rng_state(rng["torch"])
+    random.setstate(rng["python"])
+    if rng.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    return step

@@ -11,6 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from rolecall.errors import UserError
 from rolecall.policies.model import resolve_model_dir
 from rolecall.workflows import load_prompts
 
@@ -23,7 +24,7 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_m
                     "vocab.json", "merges.txt", "tokenizer.model")
 
 
-class ResumeRefused(ValueError):
+class ResumeRefused(UserError, ValueError):
     """The checkpoint was trained on something else than this config describes."""
 
 

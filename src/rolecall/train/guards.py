@@ -7,6 +7,7 @@ function); `NonFiniteStreak` turns that into an error naming the step and the so
 """
 from __future__ import annotations
 
+from rolecall.errors import UserError
 from rolecall.train.stages import NONFINITE
 from rolecall.types import Episode
 
@@ -14,7 +15,7 @@ from rolecall.types import Episode
 _POLICY_SOURCES = {"nonfinite_loss": "loss", "nonfinite_grad": "gradient"}
 
 
-class NonFiniteHalt(RuntimeError):
+class NonFiniteHalt(UserError, RuntimeError):
     """Several training steps in a row had a NaN/Inf loss, gradient or reward."""
 
 

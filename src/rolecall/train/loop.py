@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from rolecall.config import Config
 from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 from rolecall.diagnostics.summary import write_summary
 from rolecall.engines.hf import HFEngine
+from rolecall.errors import UserError
 from rolecall.tasks.dataset import load_dataset_problems
 from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
 from rolecall.rewards.verifier import Verifier, build_verifier
@@ -27,12 +29,13 @@ from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.train.batch import rows_for_policy
-from rolecall.train.checkpoint import (checkpoint_fingerprint, discard_partial, latest_checkpoint, load_checkpoint,
-                                      save_checkpoint)
+from rolecall.train.checkpoint import (CheckpointDamaged, checkpoint_fingerprint, discard_partial, load_checkpoint,
+                                      resume_point, save_checkpoint, set_aside)
 from rolecall.train.compat import check_resume, run_fingerprint
 from rolecall.train.guards import NonFiniteStreak, nonfinite_counts
 from rolecall.train.metrics import rollout_metrics
-from rolecall.train.run_dir import RunDir
+from rolecall.train.run_dir import RunDir, hold
+from rolecall.train.stop import StopRequest, TrainingStopped
 from rolecall.train.sinks import build_sinks
 from rolecall.train.stages import advantages, credit, score
 from rolecall.train.optim import PolicyOptim, build_optimizers
@@ -41,7 +44,7 @@ from rolecall.types import Episode, Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts
 
 
-class VerifierFailure(RuntimeError):
+class VerifierFailure(UserError, RuntimeError):
     """The verifier failed on most of the batch for several steps in a row."""
 
 
@@ -211,16 +214,36 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     return row, episodes
 
 
-def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
-          on_event: Callable[[str, dict], None] | None = None, stop_after: int | None = None) -> Path:
-    """Run (or continue) training into `out`. `on_event(kind, row)` sees every logged row.
+def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False, skip_damaged: bool = False,
+          on_event: Callable[[str, dict], None] | None = None, stop_after: int | None = None,
+          notify: Callable[[str], None] | None = None) -> Path:
+    """Run (or continue) training into `out`. `on_event(kind, row)` sees every logged row;
+    `notify(text)` gets what the user should read (default: stderr).
 
+    The run directory is held by this process for the whole call (`RunDirBusy` if another
+    holds it). The first SIGINT/SIGTERM finishes the current step, saves a checkpoint and
+    raises `TrainingStopped` naming it; a second one stops at once.
     `stop_after` ends the process early after that step (as a kill would, but cleanly);
     the schedule still follows `train.steps`, so a resume continues the same trajectory.
     A resume onto a different model, tokenizer, data, workflow, routing, LoRA or reward is
-    refused (`ResumeRefused`) unless `force`.
+    refused (`ResumeRefused`) unless `force`; a resume past a damaged checkpoint is refused
+    (`CheckpointDamaged`) unless `skip_damaged`, which moves it aside first.
     """
     run = RunDir(out)
+    if resume and not (run.path / "config.yaml").is_file():
+        raise RunDirMissing(f"--resume {str(run.path)!r}: no config.yaml there (not a run directory)")
+    notify = notify or (lambda text: print(text, file=sys.stderr))
+    with hold(run.path), StopRequest(notify) as stop:
+        return _train(cfg, run, resume, force, skip_damaged, on_event, stop_after, notify, stop)
+
+
+class RunDirMissing(UserError, FileNotFoundError):
+    """--resume names a directory that holds no run."""
+
+
+def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bool,
+           on_event: Callable[[str, dict], None] | None, stop_after: int | None,
+           notify: Callable[[str], None], stop: StopRequest) -> Path:
     t_start = time.time()
     sinks: list = []
     monitor: AlarmMonitor | None = None
@@ -241,7 +264,20 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
             for event in monitor.observe(row):
                 emit("alarm", event)
 
-    if not resume:
+    def save(step: int) -> Path:
+        return save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+
+    def val_due(step: int) -> bool:
+        return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
+
+    point = None
+    if resume:  # damaged checkpoints are evidence: refuse before anything loads or changes
+        point = resume_point(run.path)
+        if point.damaged_newer and not skip_damaged:
+            raise CheckpointDamaged(point.refusal(run.path))
+        for p, why in point.damaged_older:
+            notify(f"note: older checkpoint {p.name} is damaged ({why}); left where it is")
+    else:
         run.create(cfg)
     stack = build_stack(cfg)
     sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project, mode=cfg.train.wandb_mode,
@@ -249,22 +285,32 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
     try:
         start = 0
         fingerprint = run_fingerprint(cfg, stack)
-        if resume:
-            ckpt = latest_checkpoint(run.path)
-            if ckpt is not None:  # refuse before anything in the run directory changes
-                for diff in check_resume(checkpoint_fingerprint(ckpt), fingerprint, force=force):
+        if point is not None:
+            if point.checkpoint is not None:  # refuse before anything in the run directory changes
+                for diff in check_resume(checkpoint_fingerprint(point.checkpoint), fingerprint, force=force):
                     warnings.warn(f"--force: resuming although {diff}", stacklevel=2)
-                start = load_checkpoint(ckpt, stack.model, stack.optims, stack.routing.adapters)
+                start = load_checkpoint(point.checkpoint, stack.model, stack.optims, stack.routing.adapters)
+            if point.damaged_newer:
+                dest = set_aside(run.path, point, (run.metrics, run.samples, run.val_samples))
+                notify(f"moved damaged {', '.join(p.name for p, _ in point.damaged_newer)} to {dest} "
+                       f"(with a copy of metrics and samples as they were); resuming from step {start}")
+            logged = max((r["step"] for r in run.rows()), default=0)
+            if logged > start:
+                notify(f"resuming from step {start}: steps {start + 1}-{logged}, logged after that checkpoint, "
+                       "are run again")
             discard_partial(run.path, newer_than=start)  # a killed save's temp dirs, a crashed run's later steps
             run.truncate_after(start)
         run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
         if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # after truncation: the monitor replays exactly what the run keeps
             monitor = build_monitor(cfg, stack.routing)
             monitor.restore(run.rows())
-        if start == 0 and not any("val/accuracy" in r for r in run.rows()):
-            validation(0)
+        if val_due(start) and not any(r.get("step") == start and "val/accuracy" in r for r in run.rows()):
+            validation(start)  # also the one a stop on a signal skipped
         skipped, nonfinite = 0, NonFiniteStreak(cfg.train.max_nonfinite_steps)
+        saved_at = start
         for step in range(start + 1, cfg.train.steps + 1):
+            if stop.requested:
+                break
             row, episodes = train_step(stack, step)
             emit("step", row)
             run.log_samples(step, episodes, cfg.train.samples_per_step)
@@ -279,14 +325,20 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False,
                     f"see samples.jsonl, fix the verifier or data, then --resume.")
             if halt is not None:
                 # Skipped and non-finite updates changed no weight: the saved state is sound.
-                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+                save(step)
                 raise halt
-            if step % cfg.train.val_every == 0 or step == cfg.train.steps:
+            if val_due(step) and not stop.requested:  # a stop skips it; the resume runs it
                 validation(step)
-            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
-                save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or stop.requested:
+                save(step)
+                saved_at = step
             if stop_after is not None and step >= stop_after:
                 break
+        if stop.requested and saved_at < cfg.train.steps:
+            ckpt = f"checkpoint step_{saved_at} is saved" if saved_at else "no step was trained, nothing to save"
+            raise TrainingStopped(f"stopped by {stop.name} after step {saved_at}: {ckpt}. "
+                                  f"Continue with: rolecall train --resume {run.path}", stop.signum, saved_at,
+                                  run.path / "checkpoints" / f"step_{saved_at}" if saved_at else None)
     finally:  # a halted or failed run still flushes its sinks and stops verifier workers
         for sink in sinks:
             sink.close()

@@ -1,0 +1,64 @@
+"""Graceful stop on Ctrl-C (SIGINT) and on a scheduler's preemption (SIGTERM).
+
+The first signal only asks: the loop finishes the step it is in, saves a checkpoint and
+raises `TrainingStopped`, which names the saved step and the command that resumes it. A
+second signal stops at once (KeyboardInterrupt); the last saved checkpoint stays intact,
+since every save is atomic.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Callable
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class TrainingStopped(Exception):
+    """Training stopped on a signal after saving; `exit_code` is 128 + the signal number."""
+
+    def __init__(self, message: str, signum: int, step: int, checkpoint: Path | None) -> None:
+        super().__init__(message)
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class StopRequest:
+    """Installs the handlers while in a `with` block (main thread only; elsewhere it is inert
+    and signals keep their usual effect). `signum` is set by the first signal."""
+
+    def __init__(self, notify: Callable[[str], None]) -> None:
+        self.notify = notify
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            self.notify(f"{signal.Signals(signum).name}: finishing this step, then saving a checkpoint "
+                        "(send it again to stop at once)")
+            return
+        raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping at once")
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for s in SIGNALS:
+                self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous.clear()

@@ -1,0 +1,109 @@
+"""No user error prints a Python traceback: every command, given a bad config, path, dataset,
+prompt template, run directory or an unavailable sandbox, prints one message naming the
+problem and exits 2."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from rolecall.cli import app
+from rolecall.config import load_config
+from rolecall.rewards.code import sandbox as sandbox_module
+from rolecall.train.loop import train
+
+TINY = ["rollout.problems_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=4",
+        "train.threads=1", "train.diagnostics=basic"]
+
+
+@pytest.fixture(scope="module")
+def files(tiny_model_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("user-errors")
+    (d / "broken.yaml").write_text("train: {steps: 2\n")
+    (d / "typo_prompts.yaml").write_text("generator: 'Solve $problm'\naggregator: 'Pick: $candidates'\n")
+    (d / "list_prompts.yaml").write_text("- just a list\n")
+    (d / "bad_rows.jsonl").write_text(json.dumps({"id": "a", "prompt": "1+1", "solution": ""}) + "\n")
+    (d / "code.jsonl").write_text(json.dumps({"problem": "add", "tests": json.dumps(
+        [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}])}) + "\n")
+    (d / "a_file").write_text("not a directory")
+    (d / "not_a_run").mkdir()
+    (d / "garbage_run").mkdir()
+    (d / "garbage_run" / "config.yaml").write_text("::: not yaml :::\n  - [")
+    model = f"model.path={tiny_model_dir}"
+    no_ckpt = d / "no_checkpoint"
+    train(load_config(None, [model, *TINY, "train.steps=1", "train.checkpoint_every=100"]), no_ckpt,
+          notify=lambda _: None)
+    shutil.rmtree(no_ckpt / "checkpoints")
+    bad_model = d / "bad_model"
+    shutil.copytree(tiny_model_dir, bad_model)
+    (bad_model / "config.json").write_text("{ truncated")
+    return d
+
+
+def _cases(d, model_dir):
+    m = f"model.path={model_dir}"
+    code = [m, *TINY, "task.name=dataset", "data.format=deepcoder", f"data.path={d / 'code.jsonl'}", "data.test_fraction=0",
+            f"data.val_path={d / 'code.jsonl'}", "reward.name=code", "workflow.prompts=code"]
+    return {
+        "missing config file": (["train", str(d / "nope.yaml")], "does not exist"),
+        "config file is not YAML": (["train", str(d / "broken.yaml")], "not valid YAML"),
+        "bad override value": (["train", m, "rollout.group_size=abc"], "rollout.group_size"),
+        "unknown config key": (["train", m, "train.stepz=3"], "train.stepz"),
+        "missing model dir": (["train", "model.path=/nonexistent/model", *TINY], "model.path"),
+        "model path is a file": (["train", f"model.path={d / 'a_file'}", *TINY], "model.path"),
+        "model config.json broken": (["train", f"model.path={d / 'bad_model'}", *TINY, "--out", str(d / "o1")], "config.json"),
+        "missing prompt file": (["train", m, f"workflow.prompts={d / 'nope.yaml'}"], "workflow.prompts"),
+        "prompt template typo": (["train", m, f"workflow.prompts={d / 'typo_prompts.yaml'}"], "$problm"),
+        "prompt file not a mapping": (["train", m, f"workflow.prompts={d / 'list_prompts.yaml'}"], "workflow.prompts"),
+        "unknown workflow module": (["train", m, "workflow.name=no_such_module:Flow"], "workflow.name"),
+        "missing dataset": (["train", m, *TINY, "task.name=dataset", f"data.path={d / 'nope.jsonl'}"], "nope.jsonl"),
+        "bad dataset row": (["train", m, *TINY, "task.name=dataset", f"data.path={d / 'bad_rows.jsonl'}",
+                             "data.test_fraction=0", f"data.val_path={d / 'bad_rows.jsonl'}", "--out", str(d / "o2")],
+                            "row 0"),
+        "dry run on a bad dataset row": (["train", m, *TINY, "task.name=dataset", f"data.path={d / 'bad_rows.jsonl'}",
+                                          "data.test_fraction=0", f"data.val_path={d / 'bad_rows.jsonl'}", "--dry-run"],
+                                         "row 0"),
+        "--out is a file": (["train", m, *TINY, "--out", str(d / "a_file")], "a_file' is a file"),
+        "--out holds a run": (["train", m, *TINY, "--out", str(d / "no_checkpoint")], "already holds a run"),
+        "--resume a missing dir": (["train", "--resume", str(d / "nowhere")], "not a run directory"),
+        "--resume a dir that is no run": (["train", "--resume", str(d / "not_a_run")], "not a run directory"),
+        "--resume a garbled config": (["train", "--resume", str(d / "garbage_run")], "config.yaml"),
+        "--skip-damaged without --resume": (["train", "--skip-damaged"], "--skip-damaged only applies"),
+        "sandbox cannot isolate (train)": (["train", *code, "--out", str(d / "o3")], "cannot isolate here"),
+        "sandbox cannot isolate (dry run)": (["train", *code, "--dry-run"], "cannot isolate here"),
+        "eval a missing path": (["eval", str(d / "nowhere")], "nowhere"),
+        "eval a dir that is no run": (["eval", str(d / "not_a_run")], "not a run directory"),
+        "eval a run without checkpoint": (["eval", str(d / "no_checkpoint")], "has no checkpoint yet"),
+        "eval a garbled run config": (["eval", str(d / "garbage_run")], "config.yaml"),
+        "sandbox cannot isolate (eval)": (["eval", str(d / "nope.yaml"), *code], "cannot isolate here"),
+        "report a missing run": (["report", str(d / "nowhere")], "nowhere"),
+        "inspect a missing run": (["inspect", str(d / "nowhere"), "--role", "generator"], "nowhere"),
+        "verify code with missing tests": (["verify", "code", "--tests", str(d / "nope.json"), "--completion", "-"],
+                                           "nope.json"),
+    }
+
+
+CASE_NAMES = list(_cases(__import__("pathlib").Path("/d"), "/m"))
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypatch, case):
+    args, fragment = _cases(files, tiny_model_dir)[case]
+    if "eval" in case and "sandbox" in case:  # eval takes a config file too: give it a real one
+        cfg = files / "code_eval.yaml"
+        cfg.write_text("")
+        args = ["eval", str(cfg), *args[2:]]
+
+    class NoSandbox:
+        def __init__(self, *a, **kw):
+            raise sandbox_module.SandboxUnavailable("the code sandbox cannot isolate here (no user namespaces)")
+
+    monkeypatch.setattr(sandbox_module, "CodeSandbox", NoSandbox)
+    monkeypatch.setattr("rolecall.rewards.code.CodeSandbox", NoSandbox, raising=False)
+    res = CliRunner().invoke(app, args, input="")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in res.output and "error:" in res.output, res.output
+    assert fragment in res.output, res.output
