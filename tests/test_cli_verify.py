@@ -77,6 +77,6 @@ def test_verify_math_checker_and_deadline_options():
     assert json.loads(res.stdout)["status"] == "ok"
     res = _verify("--gold", "5", "--completion", "-", "--deadline", "1", stdin="\\boxed{2^{2^{2^{2^{100}}}}}")
     out = json.loads(res.stdout)
-    assert out["score"] is None and out["status"] == "unscorable"
+    assert out["score"] == 0.0 and out["status"] == "pathological", out  # the answer broke the judge: it is wrong
     res = _verify("--gold", "1", "--completion", "-", "--checker", "sympy", stdin="\\boxed{1}")
     assert res.exit_code == 2 and "math_verify, strict" in res.output

@@ -221,6 +221,71 @@ def test_deepcoder_both_test_forms(tmp_path, tests, metadata, kind, fn_name, fir
     assert isinstance(t, CodeTests) and (t.kind, t.fn_name, t.inputs[0]) == (kind, fn_name, first_input)
 
 
+# LiveCodeBench / DeepCoder lcbv5: the function name sits in each test's metadata.
+LCB_TESTS = [{"input": "[2,7,11,15]\n9", "output": "[0, 1]", "testtype": "functional",
+              "metadata": {"func_name": "twoSum"}},
+             {"input": "[3,2,4]\n6", "output": "[1, 2]", "testtype": "functional",
+              "metadata": {"func_name": "twoSum"}}]
+LCB_STARTER = "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        "
+
+
+@pytest.mark.parametrize("tests, metadata", [
+    (json.dumps(LCB_TESTS), None),                                                    # lcbv5 row
+    ([dict(t, metadata=json.dumps(t["metadata"])) for t in LCB_TESTS], None),        # metadata as JSON text
+    (json.dumps(LCB_TESTS), json.dumps({"func_name": "twoSum"})),                     # the row agrees
+    (json.dumps(LCB_TESTS), "{}"),
+    ([dict(t, metadata={}, func_name="twoSum") for t in LCB_TESTS], None),           # func_name key
+], ids=["per-test-metadata", "metadata-json-text", "row-agrees", "row-empty", "func_name-key"])
+def test_deepcoder_function_name_in_each_tests_metadata(tmp_path, tests, metadata):
+    row = {"problem": "Two sum.", "tests": tests, "starter_code": LCB_STARTER}
+    if metadata is not None:
+        row["metadata"] = metadata
+    [p] = load_rows(tmp_path, "deepcoder", [row]).problems
+    t = p.meta["tests"]
+    assert (t.kind, t.fn_name) == ("functional", "twoSum")
+    assert (t.inputs, t.outputs) == (([[2, 7, 11, 15], 9], [[3, 2, 4], 6]), ([0, 1], [1, 2]))
+
+
+TWO_SUM_OK = """```python
+from typing import List
+
+class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return [seen[target - x], i]
+            seen[x] = i
+```"""
+TWO_SUM_WRONG = TWO_SUM_OK.replace("return [seen[target - x], i]", "return [i, seen[target - x]]")
+
+
+def test_lcb_row_with_per_test_function_names_grades_a_leetcode_class(tmp_path, isolated_sandbox):
+    """End to end: an lcbv5 row loads, and the code verifier calls Solution().twoSum on it."""
+    from rolecall.rewards.verifier import CodeVerifier
+
+    [p] = load_rows(tmp_path, "deepcoder", [{"problem": "Two sum.", "tests": json.dumps(LCB_TESTS),
+                                             "starter_code": LCB_STARTER}]).problems
+    v = CodeVerifier(timeout_s=2, workers=2)
+    try:
+        right, wrong = v.score_many([TWO_SUM_OK, TWO_SUM_WRONG], [p, p])
+    finally:
+        v.close()
+    assert (right.value, right.status, right.info["passed"]) == (1.0, "ok", 2), right
+    assert (wrong.value, wrong.status) == (0.0, "wrong"), wrong
+
+
+@pytest.mark.parametrize("tests", [
+    {"inputs": [[2, 3]], "outputs": [5], "func_name": "add"},
+    {"inputs": [[2, 3]], "outputs": [5], "metadata": {"func_name": "add"}},
+    {"inputs": ["[2, 3]"], "outputs": [5], "metadata": json.dumps({"func_name": "add"})},
+], ids=["func_name", "metadata", "metadata-json-text"])
+def test_deepcoder_columns_form_names_the_function_like_the_list_form(tmp_path, tests):
+    [p] = load_rows(tmp_path, "deepcoder", [{"problem": "Add.", "tests": tests}]).problems
+    t = p.meta["tests"]
+    assert (t.kind, t.fn_name, t.inputs, t.outputs) == ("functional", "add", ([2, 3],), (5,))
+
+
 def test_deepcoder_from_parquet_with_null_starter_code(tmp_path):
     rows = [{"problem_id": 17, "problem": "P", "tests": json.dumps(STDIN_LIST), "starter_code": None,
              "metadata": None}]
@@ -237,6 +302,17 @@ BAD_CASES = {
                             [(1, "tests", "malformed test JSON")], "tests are not valid JSON"),
     "functional without func_name": ("deepcoder", [GOOD_CODE, {"problem": "P", "tests": json.dumps(FUNC_LIST)}],
                                      [(1, "tests", "malformed test JSON")], "need a function name"),
+    "tests name two functions": ("deepcoder", [GOOD_CODE, {"problem": "P", "tests": json.dumps(
+        [LCB_TESTS[0], dict(LCB_TESTS[1], metadata={"func_name": "two_sum"})])}],
+                                 [(1, "tests", "malformed test JSON")],
+                                 "tests name different functions: ['twoSum', 'two_sum']"),
+    "tests and row name different functions": ("deepcoder", [GOOD_CODE, {
+        "problem": "P", "tests": json.dumps(LCB_TESTS), "metadata": {"func_name": "two_sum"}}],
+                                               [(1, "tests", "malformed test JSON")],
+                                               "the tests call 'twoSum' but the row's metadata.func_name is 'two_sum'"),
+    "test metadata not JSON": ("deepcoder", [GOOD_CODE, {"problem": "P", "tests": json.dumps(
+        [dict(LCB_TESTS[0], metadata="{oops")])}], [(1, "tests", "malformed test JSON")],
+                               "test 0 metadata: not valid JSON"),
     "missing field": ("deepcoder", [GOOD_CODE, {"tests": json.dumps(STDIN_LIST)}, {"problem": "P", "tests": None}],
                       [(1, "problem", "missing field"), (2, "tests", "missing field")], "row has no 'problem'"),
     "bad metadata": ("deepcoder", [GOOD_CODE, dict(GOOD_CODE, metadata="{oops")],

@@ -149,7 +149,7 @@ class RewardCfg(_Strict):
     math_checker: Literal["auto", "math_verify", "strict"] = Field(
         "auto", description="Equivalence: math-verify in a killable worker, or exact/rational match only; auto = strict on the "
                             "built-in arithmetic task (where echoing the question `12+34` would be 'equivalent'), math_verify on datasets.")
-    math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; overruns are unscorable.")
+    math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; an answer that overruns it scores 0 (status pathological), an overrun on the gold answer itself is unscorable.")
     code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (the paper's code), or the fraction passed (the paper's text).")
     code_timeout_s: PositiveFloat = Field(6.0, description="Wall time per hidden test; the whole program gets tests x this plus a grace.")
     code_memory_mb: PositiveInt = Field(1024, description="Address-space limit of the sandboxed program.")

@@ -6,8 +6,11 @@ from typing import Any
 
 # Statuses a verifier may report. `unscorable` means the *verifier* failed (crash, its own
 # deadline, a bad gold answer): the sample is excluded from group statistics, never scored 0.
+# `pathological` (math) means the *answer* broke the judge (overran its deadline, crashed it)
+# while the judge is healthy on the gold answer: scored 0 like a wrong answer, so breaking
+# the judge is no escape from a negative advantage.
 STATUSES = ("ok", "wrong", "no_answer", "timeout", "memory_limit", "runtime_error",
-            "output_limit", "unscorable")
+            "output_limit", "pathological", "unscorable")
 
 
 @dataclass(frozen=True)

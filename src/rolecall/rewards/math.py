@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from rolecall.parsing import last_boxed, strip_think
 from rolecall.rewards.base import Score
-from rolecall.rewards.math_judge import MathJudge, default_judge
+from rolecall.rewards.math_judge import MathJudge, Outcome, default_judge
 
 CHECKERS = ("math_verify", "strict")
 
@@ -36,9 +36,13 @@ def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
     rationals when both sides are plain numbers (then that verdict is final, so `1/3` does
     not match `0.333`); otherwise, with `checker="math_verify"`, symbolic equivalence by
     math-verify in a killable worker under the judge's deadline.
-    No (closed, non-empty) box scores -missing_box_penalty with status "no_answer". An empty
-    gold answer, or a judge that crashed or overran its deadline, is "unscorable" (value
-    None): the sample is left out of the group statistics instead of getting a fake 0.
+    No (closed, non-empty) box scores -missing_box_penalty with status "no_answer".
+    An answer the judge cannot handle (comparing it overran the deadline, crashed or raised,
+    while the judge compares the gold with itself in time) scores 0.0 with status
+    "pathological": otherwise a policy could escape a negative advantage by writing answers
+    that make sympy spin. An empty gold answer, or a judge that fails even on that control,
+    is "unscorable" (value None): the sample is left out of the group statistics instead of
+    getting a fake 0.
     """
     if checker not in CHECKERS:
         raise ValueError(f"checker: unknown {checker!r}; allowed: {list(CHECKERS)}")
@@ -53,9 +57,12 @@ def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
         return Score(0.0, "wrong", pred)
     if len(pred) > _MAX_ANSWER_CHARS:
         return Score(0.0, "wrong", pred[:200], info={"reason": "answer too long to be a final answer"})
-    equal = (judge or default_judge()).equivalent(pred, gold)
-    if equal is None:
-        return Score(None, "unscorable", pred, info={"reason": "math judge crashed or overran its deadline"})
+    verdict = (judge or default_judge()).judge(pred, gold)
+    if verdict.outcome is Outcome.PATHOLOGICAL:
+        return Score(0.0, "pathological", pred, info={"reason": verdict.reason})
+    if verdict.outcome is Outcome.FAULT:
+        return Score(None, "unscorable", pred, info={"reason": verdict.reason})
+    equal = verdict.outcome is Outcome.EQUAL
     return Score(1.0 if equal else 0.0, "ok" if equal else "wrong", pred)
 
 

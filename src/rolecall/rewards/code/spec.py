@@ -3,12 +3,18 @@
 Two shapes exist in the wild and both are accepted:
 - a list of `{"input", "output", "testtype"}` (`testtype`, or `type`, is `stdin`,
   `stdin_stdout` or `functional`); functional inputs are newline-separated JSON arguments
-  and the output is one JSON value; the function name comes from `fn_name` (the row's
-  `metadata.func_name`), or from a per-test `fn_name` (DeepCoder's PrimeIntellect subset
-  writes `{"type": "function_call", "fn_name", "input": [args], "output": [value]}`);
-- `{"inputs": [...], "outputs": [...], "fn_name"?}`; with `fn_name` each input is the
-  argument list (or a JSON string of it) and each output the return value, without it
+  and the output is one JSON value (DeepCoder's PrimeIntellect subset writes
+  `{"type": "function_call", "fn_name", "input": [args], "output": [value]}`);
+- `{"inputs": [...], "outputs": [...], "fn_name"?}`; with a function name each input is the
+  argument list (or a JSON string of it) and each output the return value, without one
   inputs and outputs are stdin/stdout text (a list of lines is joined with newlines).
+
+The function to call may be named by each test (`fn_name`, `func_name`, or `func_name` in
+the test's `metadata`, an object or its JSON text, as LiveCodeBench and DeepCoder's lcbv5
+subset write it), by the tests object of the second shape (the same keys), or by the
+caller's `fn_name` (the row's `metadata.func_name`). The tests must agree on one name, and
+if both the tests and the caller name it, the names must agree too: a mismatch is an
+error, not a guess, because calling the wrong function would score every right program 0.
 
 Nothing here executes anything; a malformed spec raises `TestSpecError` naming the reason,
 so a bad dataset row is reported at load time instead of becoming a reward of 0.
@@ -53,7 +59,10 @@ class CodeTests:
 
 
 def parse_tests(raw: str | list | dict, fn_name: str | None = None) -> CodeTests:
-    """Check and normalise one problem's tests (a JSON string or the decoded value)."""
+    """Check and normalise one problem's tests (a JSON string or the decoded value).
+
+    `fn_name` is the row-level function name (`metadata.func_name`), used when the tests
+    name none themselves."""
     if isinstance(raw, (bytes, bytearray)):
         raw = raw.decode("utf-8", errors="strict")
     if isinstance(raw, str):
@@ -70,22 +79,20 @@ def parse_tests(raw: str | list | dict, fn_name: str | None = None) -> CodeTests
     if not tests.inputs:
         raise TestSpecError("no tests: a problem without tests would pass any program")
     if tests.kind == "functional" and not (tests.fn_name and tests.fn_name.isidentifier()):
-        raise TestSpecError(f"functional tests need a function name (fn_name / metadata.func_name), got {tests.fn_name!r}")
+        raise TestSpecError("functional tests need a function name (fn_name / func_name / metadata.func_name "
+                            f"in the tests or the row), got {tests.fn_name!r}")
     return tests
 
 
 def _from_list(items: list, fn_name: str | None) -> CodeTests:
-    kinds, inputs, outputs = set(), [], []
-    names = {t["fn_name"] for t in items if isinstance(t, dict) and t.get("fn_name")}
-    if len(names) > 1:
-        raise TestSpecError(f"tests name different functions: {sorted(names)}")
-    fn_name = names.pop() if names else fn_name
+    kinds, inputs, outputs, names = set(), [], [], set()
     for i, t in enumerate(items):
         if not isinstance(t, dict):
             raise TestSpecError(f"test {i}: expected an object, got {type(t).__name__}")
         missing = [k for k in ("input", "output") if k not in t]
         if missing:
             raise TestSpecError(f"test {i}: missing {missing}")
+        names |= _names_in(t, f"test {i}")
         ttype = str(t.get("testtype", t.get("type", "stdin"))).lower()
         if ttype in _STDIN_TYPES:
             kinds.add("stdin")
@@ -100,7 +107,8 @@ def _from_list(items: list, fn_name: str | None) -> CodeTests:
     if len(kinds) > 1:
         raise TestSpecError("tests mix stdin and functional types")
     kind = kinds.pop() if kinds else "stdin"
-    return CodeTests(kind, tuple(inputs), tuple(outputs), fn_name if kind == "functional" else None)
+    name = _one_name(names, fn_name)
+    return CodeTests(kind, tuple(inputs), tuple(outputs), name if kind == "functional" else None)
 
 
 def _from_columns(d: dict, fn_name: str | None) -> CodeTests:
@@ -111,7 +119,7 @@ def _from_columns(d: dict, fn_name: str | None) -> CodeTests:
         raise TestSpecError("'inputs' and 'outputs' must be lists")
     if len(ins) != len(outs):
         raise TestSpecError(f"{len(ins)} inputs but {len(outs)} outputs")
-    name = d.get("fn_name") or fn_name
+    name = _one_name(_names_in(d, "tests object"), fn_name)
     if name:
         args = []
         for i, a in enumerate(ins):
@@ -119,9 +127,35 @@ def _from_columns(d: dict, fn_name: str | None) -> CodeTests:
             if not isinstance(a, list):
                 raise TestSpecError(f"input {i}: functional arguments must be a list, got {type(a).__name__}")
             args.append(a)
-        return CodeTests("functional", tuple(args), tuple(outs), str(name))
+        return CodeTests("functional", tuple(args), tuple(outs), name)
     return CodeTests("stdin", tuple(_text(x, f"input {i}") for i, x in enumerate(ins)),
                      tuple(_text(x, f"output {i}") for i, x in enumerate(outs)))
+
+
+def _names_in(obj: dict, what: str) -> set[str]:
+    """Function names `obj` gives: `fn_name`, `func_name`, `metadata.func_name` (metadata may
+    be JSON text; empty values count as absent). Different names in one place are an error."""
+    names = {str(obj[k]) for k in ("fn_name", "func_name") if obj.get(k)}
+    meta = obj.get("metadata")
+    if isinstance(meta, str):
+        meta = _json_value(meta, f"{what} metadata") if meta.strip() else None
+    if meta is not None and not isinstance(meta, dict):
+        raise TestSpecError(f"{what} metadata: expected an object, got {type(meta).__name__}")
+    if meta and meta.get("func_name"):
+        names.add(str(meta["func_name"]))
+    if len(names) > 1:
+        raise TestSpecError(f"{what} names different functions: {sorted(names)}")
+    return names
+
+
+def _one_name(test_names: set[str], fn_name: str | None) -> str | None:
+    """The one function the tests call: theirs, else the row's; a disagreement is an error."""
+    if len(test_names) > 1:
+        raise TestSpecError(f"tests name different functions: {sorted(test_names)}")
+    name = next(iter(test_names), None)
+    if name and fn_name and name != fn_name:
+        raise TestSpecError(f"the tests call {name!r} but the row's metadata.func_name is {fn_name!r}")
+    return name or fn_name or None
 
 
 def _text(v: Any, what: str) -> str:
