@@ -222,6 +222,8 @@ def make_base_cmd(
 
     torch.set_num_threads(os.cpu_count() or 1)
     out = out or embedded_dir()
+    with _as_user_errors():  # an unwritable --out fails now, not after the pretraining
+        out.mkdir(parents=True, exist_ok=True)
     with Progress(console=console) as progress:
         task = progress.add_task("pretraining", total=None)
 
@@ -241,13 +243,11 @@ def report(
     title: Optional[str] = typer.Option(None, "--title", help="Page title."),
 ) -> None:
     """Write one self-contained HTML report: accuracy, per-role diagnostics, lengths, alarms."""
-    from rolecall.report import ReportError, write_report
+    from rolecall.report import write_report
 
     target = out or run_dirs[0] / "report.html"
-    try:
+    with _as_user_errors():  # ReportError, an unwritable --out
         path = write_report(list(run_dirs), target, control=control, title=title)
-    except ReportError as e:
-        _fail(str(e))
     console.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
 
@@ -264,12 +264,10 @@ def inspect(
     from rich.markup import escape
     from rich.table import Table
 
-    from rolecall.diagnostics.inspect import InspectError, load_view, parse_steps
+    from rolecall.diagnostics.inspect import load_view, parse_steps
 
-    try:
+    with _as_user_errors():
         view = load_view(run_dir, role, parse_steps(steps), max_problems=problems)
-    except InspectError as e:
-        _fail(str(e))
     out = OutConsole()
     out.print(f"role [bold]{escape(role)}[/] in {escape(str(run_dir))} ({view.source}), steps {view.steps}", highlight=False)
     for (uid, problem, slot), cells in view.rows.items():
@@ -313,7 +311,8 @@ def verify_math(
     format_penalty: float = typer.Option(0.0, "--format-penalty", "--missing-box-penalty",
                                          help="Score of a completion without \\boxed{} is minus this."),
     checker: str = typer.Option("math_verify", help="math_verify (symbolic, in a killable worker) or strict."),
-    deadline: float = typer.Option(5.0, help="Seconds one symbolic comparison may take; longer is unscorable."),
+    deadline: float = typer.Option(5.0, help="Seconds one symbolic comparison may take; an answer that overruns it "
+                                    "scores 0 (status pathological)."),
 ) -> None:
     """Grade a completion's last \\boxed{} against the gold answer (the trainer's math reward)."""
     from rolecall.rewards.math import CHECKERS, grade_math
