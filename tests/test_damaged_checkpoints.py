@@ -162,3 +162,20 @@ def test_a_checkpoint_that_passes_its_manifest_but_cannot_be_read_is_named(run, 
     with pytest.raises(CheckpointDamaged, match="adapter of policy 'generator' cannot be loaded"):
         train(load_config(run / "config.yaml", []), run, resume=True, notify=lambda _: None)
     assert _snapshot(run) == before
+
+
+def test_a_damaged_line_inside_the_metrics_refuses_resume_naming_it(run):
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]  # torn in the middle of the file: not what a kill leaves
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    before = _snapshot(run)
+    res = CliRunner().invoke(app, ["train", "--resume", str(run), "--steps", "6"])
+    assert res.exit_code == 2 and "metrics.jsonl line 3 is not a JSON row" in res.output, res.output
+    assert _snapshot(run) == before
+
+
+def test_resuming_a_finished_run_says_there_is_nothing_to_train(run):
+    said: list[str] = []
+    train(load_config(run / "config.yaml", []), run, resume=True, notify=said.append)
+    assert any("already at step 4 of train.steps=4: nothing to train" in s for s in said), said
+    assert _steps(run) == [1, 2, 3, 4]

@@ -271,7 +271,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
         return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
     point = None
-    if resume:  # damaged checkpoints are evidence: refuse before anything loads or changes
+    if resume:  # damaged checkpoints and logs are evidence: refuse before anything loads or changes
+        run.check_logs()
         point = resume_point(run.path)
         if point.damaged_newer and not skip_damaged:
             raise CheckpointDamaged(point.refusal(run.path))
@@ -300,6 +301,9 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
                        "are run again")
             discard_partial(run.path, newer_than=start)  # a killed save's temp dirs, a crashed run's later steps
             run.truncate_after(start)
+        if start >= cfg.train.steps:
+            notify(f"the run is already at step {start} of train.steps={cfg.train.steps}: nothing to train "
+                   "(pass --steps N to go further)")
         run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
         if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # after truncation: the monitor replays exactly what the run keeps
             monitor = build_monitor(cfg, stack.routing)
@@ -344,7 +348,10 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             sink.close()
         stack.verifier.close()
         if run.metrics.exists():  # the paper's run statistics so far, also for a halted run
-            write_summary(run.path)
+            try:
+                write_summary(run.path)
+            except Exception as e:  # noqa: BLE001 - never mask the error that ended the run
+                notify(f"summary.json not written: {e}")
     return run.path
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import socket
 import time
+import warnings
 from pathlib import Path
 
 from rolecall.config import Config, dump_config
@@ -25,18 +26,31 @@ def _clean(v):
 
 def _read_lines(path: Path) -> list[tuple[str, dict]]:
     """(line, row) pairs; a torn last line (the process was killed mid-append) is dropped."""
-    lines = [x for x in path.read_text().splitlines() if x.strip()]
+    lines = path.read_text(errors="replace").splitlines()
+    last = max((i for i, x in enumerate(lines) if x.strip()), default=-1)
     out = []
     for i, x in enumerate(lines):
+        if not x.strip():
+            continue
         try:
-            out.append((x, json.loads(x)))
-        except ValueError:
-            if i < len(lines) - 1:
-                raise
+            row = json.loads(x)
+        except ValueError as e:
+            if i == last:
+                continue
+            raise RunLogDamaged(f"{path} line {i + 1} is not a JSON row ({e}); only a last line torn by a kill "
+                                "is expected there. Nothing was changed; repair or remove that line, then retry") from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise RunLogDamaged(f"{path} line {i + 1} is not a row of this run (no integer 'step'). "
+                                "Nothing was changed; repair or remove that line, then retry")
+        out.append((x, row))
     return out
 
 
 LOCK = ".lock"
+
+
+class RunLogDamaged(UserError, ValueError):
+    """metrics.jsonl or a samples file has a bad line that a kill cannot explain."""
 
 
 class RunDirBusy(UserError, RuntimeError):
@@ -61,10 +75,9 @@ def hold(path: Path):
         os.close(fd)
         raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
                          f"({_holder(lock)}); wait for it to finish or stop it first") from None
-    except OSError as e:  # a filesystem without locks: say so rather than run unguarded silently
-        os.close(fd)
-        raise RunDirBusy(f"run directory {str(path)!r} cannot be locked ({e.strerror}); "
-                         "use a run directory on a local filesystem") from None
+    except OSError as e:  # a filesystem without locks (some NFS mounts): run, but not silently unguarded
+        warnings.warn(f"run directory {str(path)!r} cannot be locked ({e.strerror}): a second rolecall process "
+                      "on it would not be refused", stacklevel=3)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
@@ -108,6 +121,12 @@ class RunDir:
         if not self.metrics.exists():
             return []
         return [row for _, row in _read_lines(self.metrics)]
+
+    def check_logs(self) -> None:
+        """Raise `RunLogDamaged` naming the first bad line of any log, before a resume touches them."""
+        for f in (self.metrics, self.samples, self.val_samples):
+            if f.exists():
+                _read_lines(f)
 
     def truncate_after(self, step: int) -> None:
         """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
