@@ -308,10 +308,6 @@ class ResumePoint:
     damaged_newer: list[tuple[Path, str]] = field(default_factory=list)
     damaged_older: list[tuple[Path, str]] = field(default_factory=list)
 
-    @property
-    def step(self) -> int:
-        return _step_of(self.checkpoint) or 0 if self.checkpoint else 0
-
     def refusal(self, run_dir: Path) -> str:
         bad = "; ".join(f"{_rel(p, run_dir)}: {why}" for p, why in self.damaged_newer)
         fallback = f"the newest good checkpoint, {self.checkpoint.name}" if self.checkpoint else "step 0 (no good checkpoint)"
