@@ -163,8 +163,12 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
         console.print(str(e), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:  # a second signal: at once, mid-step; saves are atomic, so the last one holds
-        console.print(f"stopped at once; the last saved checkpoint is intact. Continue with: "
-                      f"rolecall train --resume {out}", highlight=False, soft_wrap=True, markup=False)
+        from rolecall.train.checkpoint import latest_checkpoint
+
+        ckpt = latest_checkpoint(out)
+        kept = f"the last saved checkpoint, {ckpt.name}, is intact" if ckpt else "no checkpoint was saved yet"
+        console.print(f"stopped at once; {kept}. Continue with: rolecall train --resume {out}",
+                      highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
     console.print(f"run directory: {path}")
 

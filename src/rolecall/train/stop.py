@@ -2,17 +2,22 @@
 
 The first signal only asks: the loop finishes the step it is in, saves a checkpoint and
 raises `TrainingStopped`, which names the saved step and the command that resumes it. A
-second signal stops at once (KeyboardInterrupt); the last saved checkpoint stays intact,
-since every save is atomic.
+second signal, at least `DUPLICATE_S` later, stops at once (KeyboardInterrupt); the last
+saved checkpoint stays intact, since every save is atomic.
 """
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A second signal sooner than this after the first is taken as the same one delivered twice:
+# `timeout`, shells and schedulers (SLURM signals every process of a job step) forward
+# signals, so one Ctrl-C or preemption can arrive twice within milliseconds.
+DUPLICATE_S = 1.0
 
 
 class TrainingStopped(Exception):
@@ -34,6 +39,7 @@ class StopRequest:
     def __init__(self, notify: Callable[[str], None]) -> None:
         self.notify = notify
         self.signum: int | None = None
+        self._at = 0.0
         self._previous: dict[int, object] = {}
 
     @property
@@ -45,11 +51,14 @@ class StopRequest:
         return signal.Signals(self.signum).name if self.signum else ""
 
     def _handle(self, signum: int, frame) -> None:
+        now = time.monotonic()
         if self.signum is None:
-            self.signum = signum
+            self.signum, self._at = signum, now
             self.notify(f"{signal.Signals(signum).name}: finishing this step, then saving a checkpoint "
                         "(send it again to stop at once)")
             return
+        if now - self._at < DUPLICATE_S:
+            return  # the same event delivered twice (a wrapper forwarding it, a scheduler signalling every process)
         raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping at once")
 
     def __enter__(self) -> "StopRequest":
