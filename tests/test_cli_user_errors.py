@@ -112,3 +112,30 @@ def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypat
     assert isinstance(res.exception, SystemExit), repr(res.exception)
     assert "Traceback" not in res.output and "error:" in res.output, res.output
     assert fragment in res.output, res.output
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_eval_closes_its_verifier_on_every_path(tiny_model_dir, tmp_path, monkeypatch, fails):
+    from rolecall.train import loop
+
+    run = tmp_path / "run"
+    train(load_config(None, [f"model.path={tiny_model_dir}", *TINY, "train.steps=1"]), run, notify=lambda _: None)
+    closed: list[bool] = []
+    real = loop.build_verifier
+
+    def spied(cfg):
+        v = real(cfg)
+        close = v.close
+        v.close = lambda: (closed.append(True), close())
+        return v
+
+    monkeypatch.setattr(loop, "build_verifier", spied)
+    if fails:
+        def broken(*a, **kw):
+            raise OSError(28, "No space left on device", str(run))
+        monkeypatch.setattr(loop, "validate", broken)
+    res = CliRunner().invoke(app, ["eval", str(run)])
+    assert res.exit_code == (2 if fails else 0), res.output
+    assert closed == [True]
+    if not fails:
+        assert json.loads(res.stdout[res.stdout.index("{"):])["checkpoint"].endswith("step_1")
