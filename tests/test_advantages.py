@@ -12,10 +12,11 @@ EPS = 1e-6
 
 
 def test_registry_names_and_group_keys():
-    assert set(ESTIMATORS) == {"grpo", "agentwise"}
-    assert get_estimator("grpo").default_group_by == "slot"
-    assert get_estimator("agentwise").default_group_by == "role"
-    assert get_estimator("grpo").name == "grpo"
+    assert set(ESTIMATORS) == {"grpo", "agentwise", "turnwise", "drgrpo", "rloo", "softrank"}
+    keys = {name: est.default_group_by for name, est in ESTIMATORS.items()}
+    assert keys == {"grpo": "slot", "agentwise": "role", "turnwise": "turn", "drgrpo": "slot", "rloo": "slot",
+                    "softrank": "slot"}
+    assert all(get_estimator(name).name == name for name in ESTIMATORS)
 
 
 def test_unknown_estimator_names_bad_and_allowed():
@@ -107,3 +108,100 @@ def test_rejects_mismatched_lengths_and_nan():
 def test_empty_input():
     adv, m = get_estimator("agentwise").compute([], [])
     assert adv == [] and m["groups"] == 0 and m["adv_abs_mean"] == 0.0
+
+
+# --- drgrpo, rloo, softrank, turnwise -------------------------------------------------------
+
+def test_drgrpo_is_mean_centred_without_std():
+    adv, _ = get_estimator("drgrpo").compute([1.0, 0.0, 0.0, 0.0, 5.0], ["g"] * 4 + ["h"])
+    assert adv == pytest.approx([0.75, -0.25, -0.25, -0.25, 0.0])
+
+
+def test_rloo_subtracts_the_mean_of_the_others():
+    adv, _ = get_estimator("rloo").compute([1.0, 0.0, 0.0, 2.0], ["g"] * 4)
+    assert adv == pytest.approx([1 - 2 / 3, 0 - 1, 0 - 1, 2 - 1 / 3])
+    # K/(K-1) times the mean-centred reward
+    dr, _ = get_estimator("drgrpo").compute([1.0, 0.0, 0.0, 2.0], ["g"] * 4)
+    assert adv == pytest.approx([a * 4 / 3 for a in dr])
+
+
+@pytest.mark.parametrize("name", ["rloo", "drgrpo", "grpo", "softrank", "turnwise", "agentwise"])
+def test_a_constant_group_gets_zero_and_unscorable_members_are_left_out(name):
+    est = get_estimator(name)
+    adv, m = est.compute([0.7, 0.7, 0.7], ["g"] * 3)
+    assert adv == [0.0, 0.0, 0.0]
+    adv, m = est.compute([1.0, None, 0.0, None], ["g", "g", "g", "h"])
+    assert adv[1] == adv[3] == 0.0 and adv[0] > 0 > adv[2] and m["unscorable"] == 2
+
+
+def test_agentwise_equals_grpo_with_one_role():
+    rewards = [1.0, 0.0, 0.3, 0.9, 0.2, 0.2]
+    ids = [("p", "generator")] * 3 + [("q", "generator")] * 3
+    assert get_estimator("agentwise").compute(rewards, ids) == get_estimator("grpo").compute(rewards, ids)
+
+
+def test_softrank_hand_computed_with_ties_averaged():
+    from statistics import NormalDist, fmean, stdev
+
+    tau = 0.5
+    adv, _ = get_estimator("softrank", {"tau": tau}).compute([0.0, 1.0, 1.0, 3.0], ["g"] * 4)
+    ranks = [0, 1.5, 1.5, 3]
+    raw = [NormalDist().inv_cdf(((r + 0.5) / 4) ** tau) for r in ranks]
+    want = [(x - fmean(raw)) / (stdev(raw) + EPS) for x in raw]
+    assert adv == pytest.approx(want)
+    assert adv[1] == adv[2], "tied rewards get equal advantages"
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 16, 64])
+@pytest.mark.parametrize("tau", [0.4, 0.5, 1.0, 2.0, 5.0])
+def test_softrank_zero_mean_affine_invariant_and_variance_within_theorem_1(k, tau):
+    import random
+    from statistics import pvariance
+
+    rng = random.Random(k * 100 + int(tau * 10))
+    rewards = rng.sample(range(-1000, 1000), k)  # distinct
+    est = get_estimator("softrank", {"tau": tau})
+    adv, _ = est.compute([float(r) for r in rewards], ["g"] * k)
+    assert sum(adv) / k == pytest.approx(0.0, abs=1e-9)
+    lo, hi = 1 - 1 / (k - 1), 1 + 1 / (k - 1)
+    assert lo - 1e-6 <= pvariance(adv) <= hi + 1e-6
+    for a, b in ((3.0, -7.0), (0.001, 1e6)):  # a * R + b, a > 0
+        scaled, _ = est.compute([a * r + b for r in rewards], ["g"] * k)
+        assert scaled == pytest.approx(adv)
+    order = sorted(range(k), key=rewards.__getitem__)
+    assert [adv[i] for i in order] == sorted(adv), "the order of the rewards is kept"
+
+
+def test_turnwise_groups_by_turn_index_and_role():
+    from rolecall.train.stages import group_id
+    from rolecall.types import Episode, Problem, Turn
+
+    ep = Episode(problem=Problem(uid="p", prompt="", answer=""), turns=[], final_answer="", sample=0)
+    draft = Turn(role="generator", slot="generator", policy="g", prompt_text="", completion_text="", index=0)
+    revision = Turn(role="generator", slot="generator", policy="g", prompt_text="", completion_text="", index=2)
+    assert group_id(ep, draft, "slot") == group_id(ep, revision, "slot")
+    assert group_id(ep, draft, "turn") != group_id(ep, revision, "turn")
+
+
+def test_estimator_options_are_validated():
+    assert get_estimator("softrank", {"tau": 0.8}).tau == 0.8
+    assert get_estimator("grpo", {"eps": 1e-3}).eps == 1e-3
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['temperature'\] for 'softrank'; allowed: \['eps', 'tau'\]"):
+        get_estimator("softrank", {"temperature": 0.8})
+    with pytest.raises(ValueError, match="tau: must be > 0"):
+        get_estimator("softrank", {"tau": 0})
+    with pytest.raises(ValueError, match="allowed: none"):
+        get_estimator("rloo", {"eps": 1.0})
+
+
+def test_dry_run_lists_every_estimator_with_its_options():
+    from typer.testing import CliRunner
+
+    from rolecall.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--dry-run", "algo.estimator=softrank", "algo.estimator_options={tau: 0.8}"])
+    assert res.exit_code == 0, res.output
+    for name in ESTIMATORS:
+        assert f"estimator {name}" in res.output
+    assert "* estimator softrank   groups by slot  (options, defaults: tau=0.5, eps=1e-06)" in res.output
+    assert "estimator_options:\n    tau: 0.8" in res.output

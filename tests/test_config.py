@@ -71,8 +71,19 @@ def test_bad_workflow_option_value_is_a_config_error():
 
 
 def test_unknown_estimator_lists_allowed():
-    with pytest.raises(ConfigError, match=r"algo\.estimator: unknown 'ppo'; allowed: \['agentwise', 'grpo'\]"):
+    with pytest.raises(ConfigError, match=r"algo\.estimator: unknown 'ppo'; allowed: \['agentwise', 'drgrpo', 'grpo', "
+                                          r"'rloo', 'softrank', 'turnwise'\]"):
         load_config(None, ["algo.estimator=ppo"])
+
+
+def test_estimator_options_are_checked_at_load():
+    assert load_config(None, ["algo.estimator=softrank", "algo.estimator_options={tau: 0.8}"]).algo.estimator_options == {"tau": 0.8}
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['tau'\] for 'grpo'; allowed: \['eps'\]"):
+        load_config(None, ["algo.estimator_options={tau: 0.8}"])
+    with pytest.raises(ConfigError, match="tau: must be > 0"):
+        load_config(None, ["algo.estimator=softrank", "algo.estimator_options={tau: -1}"])
+    with pytest.raises(ConfigError, match="estimator_options"):
+        load_config(None, ["algo.estimator=softrank", "algo.estimator_options={tau: high}"])
 
 
 def test_role_routed_to_missing_policy():

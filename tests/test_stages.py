@@ -43,8 +43,9 @@ def test_group_id_keys():
     assert group_id(ep, t, "slot") == (3, "p7", "generator1")
     assert group_id(ep, t, "role") == (3, "p7", "generator")
     assert group_id(ep, t, "episode") == (3, "p7")
+    assert group_id(ep, t, "turn") == (3, "p7", t.index, "generator")
     with pytest.raises(ValueError, match="algo.group_by"):
-        group_id(ep, t, "turn")
+        group_id(ep, t, "agent")
 
 
 def test_a_problem_drawn_twice_in_one_step_is_two_groups():

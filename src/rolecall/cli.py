@@ -125,6 +125,14 @@ def _preflight(cfg) -> None:
         info = preflight(cfg)
     for line in info.pop("data_report"):
         console.print(line, highlight=False, soft_wrap=True)
+    from rolecall.advantages import ESTIMATORS, estimator_options
+
+    for name in sorted(ESTIMATORS):  # what algo.estimator (and algo.estimator_options) can be
+        mark = "*" if name == cfg.algo.estimator else " "
+        opts = ", ".join(f"{k}={v:g}" for k, v in estimator_options(name).items())
+        opts = f"options, defaults: {opts}" if opts else "no options"
+        console.print(f"{mark} estimator {name:<10} groups by {ESTIMATORS[name].default_group_by:<5} ({opts})",
+                      highlight=False, soft_wrap=True)
     console.print(f"preflight ok: {json.dumps(info)}", highlight=False, soft_wrap=True)
 
 

@@ -107,8 +107,10 @@ class RolloutCfg(_Strict):
 
 
 class AlgoCfg(_Strict):
-    estimator: str = Field("grpo", description="Advantage estimator: grpo | agentwise.")
-    group_by: Literal["slot", "role", "episode"] | None = Field(None, description="Group key next to the problem; default: the estimator's.")
+    estimator: str = Field("grpo", description="Advantage estimator: grpo | agentwise | turnwise | drgrpo | rloo | softrank.")
+    estimator_options: dict[str, float] = Field(default_factory=dict, description="The estimator's tuning, e.g. {tau: 0.8} for softrank, {eps: 1e-6} for grpo.")
+    group_by: Literal["slot", "role", "turn", "episode"] | None = Field(
+        None, description="Group key next to the problem (turn = turn index and role); default: the estimator's.")
     clip_low: float = Field(0.2, gt=0, lt=1, description="PPO clip epsilon below 1.")
     clip_high: float = Field(0.28, gt=0, description="PPO clip epsilon above 1.")
     dual_clip: float | None = Field(3.0, gt=1, description="Dual-clip constant c for negative advantages; null disables.")
@@ -213,7 +215,7 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _semantics(self) -> "Config":
         # Cross-field checks that need no model: workflow, routing, estimator names.
-        from rolecall.advantages import ESTIMATORS
+        from rolecall.advantages import ESTIMATORS, get_estimator
         from rolecall.policies.routing import build_routing
         from rolecall.workflows import PROMPT_SETS, build_workflow, load_prompts
 
@@ -227,6 +229,7 @@ class Config(_Strict):
                 raise ValueError(f"reward.name: {self.data.format!r} rows are graded by {want!r}, got {self.reward.name!r}")
         if self.algo.estimator not in ESTIMATORS:
             raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
+        get_estimator(self.algo.estimator, self.algo.estimator_options)  # unknown options, bad values
         try:
             prompts = load_prompts(self.workflow.prompts)
         except (OSError, yaml.YAMLError) as e:  # pydantic passes only ValueErrors on as field errors

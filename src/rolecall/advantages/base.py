@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 DEFAULT_EPS = 1e-6
@@ -24,23 +24,22 @@ class Estimator(Protocol):
     ) -> tuple[list[float], dict[str, float]]: ...
 
 
-def group_normalize(
+def grouped(
     rewards_N: Sequence[float | None],
     group_ids_N: Sequence[Hashable],
-    *,
-    eps: float = DEFAULT_EPS,
+    shape: Callable[[list[float]], list[float]],
 ) -> tuple[list[float], dict[str, float]]:
-    """A = (r - mean_g) / (unbiased std_g + eps) over the scorable members of each group.
+    """Advantages from `shape(rewards of one group) -> their advantages`, group by group.
 
-    `None` rewards are unscorable: left out of their group's statistics and given 0.0,
-    because a crashed verifier says nothing about the turn. A group with fewer than
-    two scorable members gets 0.0 (its std is undefined).
+    What every estimator shares: `None` rewards are unscorable, left out of their group's
+    statistics and given 0.0, because a crashed verifier says nothing about the turn; a
+    group with fewer than two distinct scorable rewards gets exactly 0.0 (nothing to compare);
+    a non-finite reward is an error (a NaN would silently poison a whole group).
     """
     if len(rewards_N) != len(group_ids_N):
         raise ValueError(f"rewards_N has {len(rewards_N)} entries but group_ids_N has {len(group_ids_N)}")
     members: dict[Hashable, list[int]] = {}
     for i, (r, g) in enumerate(zip(rewards_N, group_ids_N)):
-        # A NaN would silently poison a whole group's mean; fail loudly instead.
         if r is not None and not math.isfinite(r):
             raise ValueError(f"reward {r!r} at index {i} is not finite; use None for unscorable")
         members.setdefault(g, []).append(i)
@@ -50,13 +49,11 @@ def group_normalize(
     for idx in members.values():
         scored = [i for i in idx if rewards_N[i] is not None]
         values = [float(rewards_N[i]) for i in scored]  # type: ignore[arg-type]
-        if len(set(values)) > 1:
-            mixed += 1
-        if len(values) < 2:
-            continue
-        mean, std = statistics.fmean(values), statistics.stdev(values)
-        for i, r in zip(scored, values):
-            adv_N[i] = (r - mean) / (std + eps)
+        if len(set(values)) < 2:
+            continue  # nothing to compare: exactly 0 (float round-off in a mean would not be)
+        mixed += 1
+        for i, a in zip(scored, shape(values)):
+            adv_N[i] = a
 
     n = len(adv_N)
     metrics = {
@@ -67,3 +64,19 @@ def group_normalize(
         "adv_abs_mean": sum(abs(a) for a in adv_N) / n if n else 0.0,
     }
     return adv_N, metrics
+
+
+def zscore(values: list[float], eps: float = DEFAULT_EPS) -> list[float]:
+    """(r - mean) / (unbiased std + eps): GRPO's normalisation of one group."""
+    mean, std = statistics.fmean(values), statistics.stdev(values)
+    return [(r - mean) / (std + eps) for r in values]
+
+
+def group_normalize(
+    rewards_N: Sequence[float | None],
+    group_ids_N: Sequence[Hashable],
+    *,
+    eps: float = DEFAULT_EPS,
+) -> tuple[list[float], dict[str, float]]:
+    """A = (r - mean_g) / (unbiased std_g + eps) over the scorable members of each group."""
+    return grouped(rewards_N, group_ids_N, lambda v: zscore(v, eps))

@@ -23,11 +23,16 @@ def compute(
 
 @dataclass(frozen=True)
 class GRPO:
+    """`eps` must be > 0: it keeps a group whose rewards barely differ from exploding."""
     """Registry entry for GRPO; `eps` is the std floor used in the denominator."""
 
     name: str = "grpo"
     default_group_by: str = "slot"
     eps: float = DEFAULT_EPS
+
+    def __post_init__(self) -> None:
+        if not self.eps > 0:
+            raise ValueError(f"algo.estimator_options.eps: must be > 0, got {self.eps!r}")
 
     def compute(
         self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]

@@ -183,7 +183,8 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     row: dict = {"step": step}
     row.update(score(episodes, stack.verifier))
     row.update(credit(episodes, stack.workflow))
-    turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by)
+    turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by,
+                                           cfg.algo.estimator_options)
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
     row.update(rollout_metrics(episodes, signatures=full))

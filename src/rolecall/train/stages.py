@@ -81,14 +81,17 @@ def group_id(ep: Episode, turn: Turn, group_by: str) -> tuple:
         return (*key, turn.slot)
     if group_by == "role":
         return (*key, turn.role)
+    if group_by == "turn":
+        return (*key, turn.index, turn.role)
     if group_by == "episode":
         return key
-    raise ValueError(f"algo.group_by: unknown {group_by!r}; allowed: slot, role, episode")
+    raise ValueError(f"algo.group_by: unknown {group_by!r}; allowed: slot, role, turn, episode")
 
 
-def advantages(episodes: list[Episode], estimator: str, group_by: str | None) -> tuple[list[Turn], list[float], dict]:
+def advantages(episodes: list[Episode], estimator: str, group_by: str | None,
+               options: dict | None = None) -> tuple[list[Turn], list[float], dict]:
     """Outcome reward broadcast to every turn (paper default), normalised within groups."""
-    est = get_estimator(estimator)
+    est = get_estimator(estimator, options)
     turns, owners = flatten(episodes)
     key = group_by or est.default_group_by
     # A workflow may reward some turns on their own (`Workflow.turn_rewards`); the rest get the outcome.

@@ -1,0 +1,27 @@
+"""RLOO advantage: each reward minus the mean of the *other* rewards of its group.
+
+From "Buy 4 REINFORCE Samples, Get a Baseline for Free!" (Kool et al., 2019) and "Back to
+Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs"
+(Ahmadian et al., 2024): A_i = r_i - (sum_j r_j - r_i) / (K - 1) = K / (K - 1) (r_i - mean),
+an unbiased baseline since it does not depend on sample i. A constant group gets 0.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from rolecall.advantages.base import grouped
+
+
+def _leave_one_out(values: list[float]) -> list[float]:
+    total, k = sum(values), len(values)
+    return [r - (total - r) / (k - 1) for r in values]
+
+
+@dataclass(frozen=True)
+class RLOO:
+    name: str = "rloo"
+    default_group_by: str = "slot"
+
+    def compute(self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
+        return grouped(rewards_N, group_ids_N, _leave_one_out)
