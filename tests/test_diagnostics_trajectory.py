@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rolecall.diagnostics.trajectory import (
-    evaluator_form, has_code_fence, has_hedge, jaccard, mixed_group_frac, parallel_jaccard, percentile,
+    verdict_form, has_code_fence, has_hedge, jaccard, mixed_group_frac, parallel_jaccard, percentile,
     role_signatures, trigrams)
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
@@ -31,10 +31,10 @@ def test_text_classifiers():
     assert not has_hedge("awaited results") and not has_hedge("factually")  # whole words only
     assert has_code_fence("```python\na = 1\nb = 2\nprint(a + b)\n```")
     assert not has_code_fence("```python\nprint(1)\n```")  # one body line is not a solution block
-    assert evaluator_form("Looks fine. \\boxed{Correct}", 5) == "stamp"
-    assert evaluator_form("Looks fine. \\boxed{Correct}", 201) == "other"  # too long for a stamp
-    assert evaluator_form("```\nx=1\ny=2\nz=3\n```\\boxed{Incorrect}", 20) == "fence"
-    assert evaluator_form("no verdict", 3) == "other"
+    assert verdict_form("Looks fine. \\boxed{Correct}", 5) == "stamp"
+    assert verdict_form("Looks fine. \\boxed{Correct}", 201) == "other"  # too long for a stamp
+    assert verdict_form("```\nx=1\ny=2\nz=3\n```\\boxed{Incorrect}", 20) == "fence"
+    assert verdict_form("no verdict", 3) == "other"
 
 
 def test_jaccard_of_trigrams_by_hand():
@@ -63,12 +63,16 @@ def test_role_signatures_by_hand():
     assert m["role/aggregator/prompt_tokens"] == 10.0
 
 
-def test_evaluator_and_orchestrator_signatures():
+EXTRAS = {"evaluator": ("verdict_form",), "orchestrator": ("distinct_openers",)}
+
+
+def test_role_diagnostics_a_workflow_asks_for():
     p = Problem("u", "q", "1")
     eps = [Episode(p, 0, [turn("evaluator", "ok \\boxed{Correct}", 5), turn("orchestrator", "Use algebra here. Then", 5)]),
            Episode(p, 1, [turn("evaluator", "```\na\nb\nc\n```", 9), turn("orchestrator", "use  Algebra here. Or", 5)]),
            Episode(p, 2, [turn("evaluator", "it is \\boxed{Wrong}", 5), turn("orchestrator", "Try small cases", 5)])]
-    m = role_signatures(eps)
+    assert "role/evaluator/form_stamp" not in role_signatures(eps), "only where a workflow asks for them"
+    m = role_signatures(eps, EXTRAS)
     assert (m["role/evaluator/form_stamp"], m["role/evaluator/form_fence"], m["role/evaluator/form_other"]) == \
         pytest.approx((1 / 3, 1 / 3, 1 / 3))
     assert m["role/evaluator/verdict_parse_rate"] == pytest.approx(1 / 3)
@@ -83,10 +87,10 @@ def test_distinct_openers_count_a_fixed_sample_of_turns():
 
     p = Problem("u", "q", "1")
     eps = [Episode(p, i, [turn("orchestrator", f"strategy number {i} first", 5)]) for i in range(64)]
-    m = role_signatures(eps)
+    m = role_signatures(eps, EXTRAS)
     assert OPENER_SAMPLE == 32
     assert m["role/orchestrator/distinct_openers"] == 32.0 == m["role/orchestrator/opener_sample"]
-    m = role_signatures(eps[:10])
+    m = role_signatures(eps[:10], EXTRAS)
     assert m["role/orchestrator/distinct_openers"] == 10.0
 
 

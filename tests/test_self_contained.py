@@ -70,3 +70,22 @@ def test_no_tracked_file_cites_documents_users_cannot_open():
                 found.append(f"{path.relative_to(ROOT).as_posix()}:{lineno}: {line.strip()[:120]}")
     assert not found, (f"{len(found)} line(s) cite documents users cannot open; cite the paper by "
                        "title and arXiv id or say in place what is meant:\n" + "\n".join(found))
+
+
+def test_generic_modules_name_no_role_and_no_workflow():
+    """The trainer, diagnostics, estimators, loss and engines work for any workflow: what a
+    workflow wants scored or logged it declares itself (Team.grade, Workflow.metrics,
+    Workflow.role_diagnostics), so none of these modules may name one of its roles."""
+    import re
+    from pathlib import Path
+
+    import rolecall
+
+    names = re.compile(r"generator|evaluator|aggregator|orchestrator|synthesizer|voting|eval_opt|orch_workers"
+                       r"|\bworkers?\b|[\"']single[\"']|[\"']candidates[\"']", re.I)
+    root = Path(rolecall.__file__).parent
+    hits = [f"{p.relative_to(root)}:{i}: {line.strip()}"
+            for d in ("train", "diagnostics", "advantages", "loss", "engines")
+            for p in sorted((root / d).rglob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1) if names.search(line)]
+    assert not hits, "\n".join(hits)

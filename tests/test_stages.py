@@ -163,16 +163,16 @@ class _Recorder:
         return [Score(float(len(c)), "ok") for c in completions]
 
 
-def test_score_grades_each_distinct_text_once_and_candidates_too():
-    """Voting candidates are graded for pass@k; the chosen one (the final answer) is not graded twice."""
+def test_score_grades_each_distinct_text_once_and_graded_lists_too():
+    """Texts a workflow queued with team.grade are graded; the final answer among them is not graded twice."""
     ep = _ep("bb", "7")
-    ep.info.update(candidates=["a", "bb", "a"], selected=2)
+    ep.info.update(graded={"candidates": ["a", "bb", "a"]}, selected=2)
     other = _ep("bb", "7")  # same problem, same text: one grading serves both
     rec = _Recorder()
     score([ep, other], rec)
     assert rec.calls == [[("bb", "7"), ("a", "7")]]
     assert ep.reward == other.reward == 2.0
-    assert ep.info["candidate_rewards"] == [1.0, 2.0, 1.0]
+    assert ep.grades("candidates") == [1.0, 2.0, 1.0] and other.grades("candidates") == []
 
 
 def test_score_empty():

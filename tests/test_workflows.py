@@ -519,3 +519,14 @@ def test_every_estimator_trains_every_workflow(name, estimator):
     assert all(math.isfinite(a) for a in adv)
     assert len({ep.reward for ep in eps}) > 1, "the script must give each group both outcomes"
     assert any(a != 0 for a in adv), m
+
+
+def test_role_diagnostics_must_name_known_diagnostics():
+    class Judged(Workflow):
+        name, roles = "judged", ("judge",)
+        role_diagnostics = {"judge": ("verdict_form", "vibes")}
+
+    from rolecall.workflows import check_role_diagnostics
+
+    with pytest.raises(ValueError, match=r"role_diagnostics of 'judge' names unknown diagnostics \['vibes'\]"):
+        check_role_diagnostics(Judged({}))

@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from rolecall.engines.base import Engine, GenRequest
-from rolecall.types import Episode, Problem, Turn
+from rolecall.types import Episode, Problem, Reply, Turn
 from rolecall.workflows.base import Message, Workflow
 
 
@@ -48,9 +48,10 @@ class EpisodeTeam:
         self.episode, self.waves, self.routes, self.max_new_tokens = episode, waves, routes, max_new_tokens
         self.info: dict[str, Any] = episode.info
 
-    async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> str:
+    async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply:
         if role not in self.routes:
             raise KeyError(f"role {role!r} has no route; routed roles: {sorted(self.routes)}")
+        messages = _checked_copy(messages, role)  # the request must not change if the caller's list does
         policy = self.routes[role]
         index = len(self.episode.turns)
         turn = Turn(role=role, slot=slot or role, policy=policy, prompt_text="", completion_text="",
@@ -65,7 +66,34 @@ class EpisodeTeam:
         turn.prompt_ids, turn.completion_ids = out.prompt_ids, out.completion_ids
         turn.logprobs, turn.finish_reason = out.logprobs, out.finish_reason
         turn.wave = self.waves.served
-        return out.completion_text
+        return Reply(out.completion_text, index)
+
+    def grade(self, text: str, name: str = "graded", *, reward: bool = False) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"team.grade: expected the text to grade, got {type(text).__name__}")
+        if reward and not isinstance(text, Reply):
+            raise TypeError("team.grade(..., reward=True) needs a reply of team.call (it names the turn to reward)")
+        self.info.setdefault("graded", {}).setdefault(name, []).append(str(text))
+        turns = self.info.setdefault("graded_turns", {}).setdefault(name, [])
+        turns.append(text.turn if reward else None)
+
+    def reward(self, reply: Reply, value: float | None) -> None:
+        if not isinstance(reply, Reply):
+            raise TypeError("team.reward: expected a reply of team.call (it names the turn to reward)")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"team.reward: the reward must be a number or None, got {value!r}")
+        self.info.setdefault("set_rewards", {})[reply.turn] = None if value is None else float(value)
+
+
+def _checked_copy(messages: list[Message], role: str) -> list[Message]:
+    """A copy of a chat (list of {"role", "content"} with text content), or a TypeError naming the role."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise TypeError(f"team.call({role!r}, ...): messages must be a non-empty list of "
+                        f"{{'role': ..., 'content': ...}}, got {type(messages).__name__}")
+    for i, m in enumerate(messages):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise TypeError(f"team.call({role!r}, ...): message {i} must be {{'role': str, 'content': str}}, got {m!r:.80}")
+    return [dict(m) for m in messages]
 
 
 async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
@@ -89,7 +117,10 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
 
     async def one(i: int, ep: Episode) -> None:
         started[i] = time.monotonic()
-        ep.final_answer = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
+        final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
+        if not isinstance(final, str):
+            raise TypeError(f"workflow {workflow.name!r}: run() must return the final answer text, got {type(final).__name__}")
+        ep.final_answer = str(final)
 
     tasks = [asyncio.create_task(one(i, ep)) for i, ep in enumerate(episodes)]
     try:

@@ -44,6 +44,18 @@ class Turn:
         return self.finish_reason == "length"
 
 
+class Reply(str):
+    """What `Team.call` returns: the completion text, knowing which turn produced it
+    (`turn` = that `Turn.index`), so a workflow can grade or reward that turn."""
+
+    turn: int
+
+    def __new__(cls, text: str, turn: int) -> "Reply":
+        self = super().__new__(cls, text)
+        self.turn = turn
+        return self
+
+
 @dataclass
 class Episode:
     """All turns of one workflow run on one problem, plus the outcome."""
@@ -55,3 +67,8 @@ class Episode:
     reward: float | None = None  # None = unscorable (verifier failed), never silently 0
     info: dict[str, Any] = field(default_factory=dict)  # workflow-specific facts (e.g. fallbacks)
     group: int = 0  # which draw of the step it belongs to (a problem drawn twice is two groups)
+
+    def grades(self, name: str) -> list[float | None]:
+        """Rewards of the texts graded under `name` (`Team.grade`), in the order they were
+        queued; None = unscorable. Empty before scoring."""
+        return list(self.info.get("graded_rewards", {}).get(name, []))

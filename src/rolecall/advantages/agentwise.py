@@ -1,6 +1,6 @@
 """Agent-wise advantage (Dr. MAS): z-score within each (problem, role) group.
 
-All slots played by one role (the three `generator*` slots of voting) share one mean and
+All slots played by one role (three parallel `solver*` slots, say) share one mean and
 std, so each agent's gradient scale is set by its own reward distribution. The arithmetic
 is GRPO's; only the default grouping key differs.
 """

@@ -16,7 +16,7 @@ def compute(
     """GRPO advantages for turns grouped by `group_ids_N`.
 
     Callers build ids as (problem uid, slot) so that each call site of a workflow
-    (e.g. `generator0` vs `aggregator`) is compared only with its own G samples.
+    (e.g. `solver0` vs `judge`) is compared only with its own G samples.
     """
     return group_normalize(rewards_N, group_ids_N, eps=eps)
 

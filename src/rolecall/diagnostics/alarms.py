@@ -4,8 +4,8 @@ The alarms watch for the failures described in "When Does Multi-Agent RL Improve
 Workflows? Workflow, Scale, and Policy-Sharing Tradeoffs" (arXiv 2605.24202): role-level
 gradient amplification and Shared-Policy role capture (its §5), late validation drift (§4.4).
 
-- `gradient_amplification` (Isolated-Policy): a role with parallel slots (voting's
-  generators, orch_workers' workers) has its own adapter, and its training perplexity or
+- `gradient_amplification` (Isolated-Policy): a role with parallel slots (several
+  calls of one role in the same wave) has its own adapter, and its training perplexity or
   E[(π/μ)²] = 1 + χ²_token climbs to `amp_ratio` times its first value while every other
   role stays within `flat_ratio` of its own.
 - `sp_role_capture` (a policy shared by several roles): one role's output shape migrates

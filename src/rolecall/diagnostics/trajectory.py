@@ -6,18 +6,20 @@ Policy-Sharing Tradeoffs" (arXiv 2605.24202, §5 and Appendix A.3–A.4):
 - `boxed_rate`: turns whose text (after any think block) holds a parseable `\\boxed{}`.
 - `hedge_rate`: turns containing any phrase of HEDGES (case-insensitive, whole words).
 - `terse_rate`: turns of at most 30 completion tokens that hold a parseable `\\boxed{}`
-  (the aggregator's selection stamp; computed for every role so capture shows).
+  (a selector's stamp; computed for every role so capture shows).
 - `fence_rate`: turns holding a fenced code block with at least 3 body lines.
 - `jaccard3`: for roles with parallel slots (same role, same wave, same episode), the mean
   pairwise Jaccard of whitespace-token 3-gram sets, averaged within the episode and then
   across episodes.
-- evaluator form (role `evaluator`): `form_fence` (a fenced block of >= 3 body lines),
-  `form_stamp` (<= 200 tokens, a `\\boxed{Correct|Incorrect}` verdict, no fence),
-  `form_other`; `verdict_parse_rate` = a parseable verdict box.
-- `distinct_openers` (role `orchestrator`): unique lower-cased first-3-word openers among a
-  fixed number of turns (`OPENER_SAMPLE`, evenly spaced over the step's episodes; fewer only
-  when the step has fewer, recorded as `opener_sample`), so the count compares across runs
-  of different batch sizes.
+Extra diagnostics a workflow asks for, per role (`Workflow.role_diagnostics`, names in
+`ROLE_DIAGNOSTICS`; the paper's workflows ask for them on their judge and planner roles):
+- `verdict_form`: `form_fence` (a fenced block of >= 3 body lines), `form_stamp` (<= 200
+  tokens, a `\\boxed{Correct|Incorrect}` verdict, no fence), `form_other`;
+  `verdict_parse_rate` = a parseable verdict box.
+- `distinct_openers`: unique lower-cased first-3-word openers among a fixed number of turns
+  (`OPENER_SAMPLE`, evenly spaced over the step's episodes; fewer only when the step has
+  fewer, recorded as `opener_sample`), so the count compares across runs of different
+  batch sizes.
 - `prompt_tokens`, `completion_tokens`: per episode, summed over the role's turns.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ import re
 from collections import defaultdict
 from itertools import combinations
 from statistics import fmean
+from typing import Callable, Mapping
 
 from rolecall.parsing import first_verdict, last_boxed, strip_think
 from rolecall.types import Episode, Turn
@@ -63,12 +66,12 @@ def has_code_fence(text: str, min_lines: int = 3) -> bool:
 
 
 def verdict(text: str) -> str | None:
-    """'correct' / 'incorrect' from the first verdict box (as eval_opt reads it), else None."""
+    """'correct' / 'incorrect' from the first verdict box (`parsing.first_verdict`), else None."""
     v = first_verdict(text)
     return None if v is None else ("correct" if v else "incorrect")
 
 
-def evaluator_form(text: str, n_tokens: int) -> str:
+def verdict_form(text: str, n_tokens: int) -> str:
     if has_code_fence(text):
         return "fence"
     if n_tokens <= STAMP_TOKENS and verdict(text) is not None and "```" not in text:
@@ -97,8 +100,26 @@ def opener(text: str) -> str:
     return " ".join(strip_think(text).lower().split()[:3])
 
 
-def role_signatures(episodes: list[Episode]) -> dict[str, float]:
-    """`role/<role>/<signature>` for every role that has turns in these episodes."""
+def verdict_forms(turns: list[Turn]) -> dict[str, float]:
+    forms = [verdict_form(t.completion_text, len(t.completion_ids)) for t in turns]
+    out = {f"form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")}
+    out["verdict_parse_rate"] = fmean(verdict(t.completion_text) is not None for t in turns)
+    return out
+
+
+def distinct_openers(turns: list[Turn]) -> dict[str, float]:
+    return {"distinct_openers": float(len({opener(t.completion_text) for t in fixed_sample(turns, OPENER_SAMPLE)})),
+            "opener_sample": float(min(OPENER_SAMPLE, len(turns)))}
+
+
+# What `Workflow.role_diagnostics` may name: role -> these extra signatures of its turns.
+ROLE_DIAGNOSTICS: dict[str, Callable[[list[Turn]], dict[str, float]]] = {
+    "verdict_form": verdict_forms, "distinct_openers": distinct_openers}
+
+
+def role_signatures(episodes: list[Episode], extras: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, float]:
+    """`role/<role>/<signature>` for every role that has turns in these episodes, plus the
+    `extras` (role -> names in `ROLE_DIAGNOSTICS`) a workflow asks for."""
     by_role: dict[str, list[Turn]] = defaultdict(list)
     for ep in episodes:
         for t in ep.turns:
@@ -116,13 +137,8 @@ def role_signatures(episodes: list[Episode]) -> dict[str, float]:
             "prompt_tokens": sum(len(t.prompt_ids) for t in turns) / n_ep,
             "completion_tokens": sum(len(t.completion_ids) for t in turns) / n_ep,
         }
-        if role == "evaluator":
-            forms = [evaluator_form(t.completion_text, len(t.completion_ids)) for t in turns]
-            m.update({f"form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")})
-            m["verdict_parse_rate"] = fmean(verdict(x) is not None for x in texts)
-        if role == "orchestrator":
-            m["distinct_openers"] = float(len({opener(t.completion_text) for t in fixed_sample(turns, OPENER_SAMPLE)}))
-            m["opener_sample"] = float(min(OPENER_SAMPLE, len(turns)))
+        for name in (extras or {}).get(role, ()):
+            m.update(ROLE_DIAGNOSTICS[name](turns))
         out.update({f"role/{role}/{k}": v for k, v in m.items()})
     out.update(parallel_jaccard(episodes))
     return out

@@ -164,7 +164,7 @@ class HFEngine:
             return nullcontext()
         router = router_for(self.model)
         if len(set(row_policies)) == 1:
-            # Most waves (all generators, all aggregators, everything under SP): one adapter,
+            # Most waves (the parallel slots of one role, everything under SP): one adapter,
             # no row mask.
             return router.policy(row_policies[0])
         return router.rows(row_policies)

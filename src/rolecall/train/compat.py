@@ -75,7 +75,7 @@ def _dataset(cfg, train_P, val_P) -> dict:
 
 
 def _reward(cfg) -> dict:
-    # What decides an episode's reward; worker counts and halting thresholds are not in it.
+    # What decides an episode's reward; verifier process counts and halting thresholds are not in it.
     r = cfg.reward_cfg()
     return {k: getattr(r, k) for k in ("name", "format_penalty", "math_checker", "math_deadline_s",
                                         "code_mode", "code_timeout_s", "code_memory_mb", "qa_metric")}

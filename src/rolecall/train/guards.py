@@ -31,7 +31,7 @@ def nonfinite_counts(episodes: list[Episode], policy_metrics: dict[str, dict]) -
 
 
 def nonfinite_sources(row: dict) -> list[str]:
-    """What was non-finite in a step's metrics row, in words: `gradient of policy 'generator'`."""
+    """What was non-finite in a step's metrics row, in words: `gradient of policy 'solver'`."""
     sources = []
     for key, value in row.items():
         parts = key.split("/")

@@ -168,7 +168,8 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
     eps = _rollout(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
     score(eps, stack.verifier)
-    m = {f"val/{k}": v for k, v in {**rollout_metrics(eps), **stack.workflow.metrics(eps)}.items()
+    m = {f"val/{k}": v for k, v in {**rollout_metrics(eps, role_diagnostics=stack.workflow.role_diagnostics),
+                                    **stack.workflow.metrics(eps)}.items()
          if not k.startswith("role/")}
     m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
     return m, eps
@@ -187,7 +188,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
                                            cfg.algo.estimator_options)
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
-    row.update(rollout_metrics(episodes, signatures=full))
+    row.update(rollout_metrics(episodes, signatures=full, role_diagnostics=stack.workflow.role_diagnostics))
     row["rollout/timed_out_frac"] = fmean(bool(ep.info.get("timed_out")) for ep in episodes) if episodes else 0.0
     # Unscorable and non-finite rewards alike (reward None) leave nothing to learn from.
     unscorable = sum(ep.reward is None for ep in episodes) / max(1, len(episodes))
@@ -344,7 +345,7 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             raise TrainingStopped(f"stopped by {stop.name} after step {saved_at}: {ckpt}. "
                                   f"Continue with: rolecall train --resume {run.path}", stop.signum, saved_at,
                                   run.path / "checkpoints" / f"step_{saved_at}" if saved_at else None)
-    finally:  # a halted or failed run still flushes its sinks and stops verifier workers
+    finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes
         for sink in sinks:
             sink.close()
         stack.verifier.close()

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from statistics import fmean
+from typing import Mapping
 
 from rolecall.diagnostics.trajectory import mixed_group_frac, role_signatures
 from rolecall.types import Episode
 
 
-def rollout_metrics(episodes: list[Episode], signatures: bool = True) -> dict[str, float]:
+def rollout_metrics(episodes: list[Episode], signatures: bool = True,
+                    role_diagnostics: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
     scored = [ep.reward for ep in episodes if ep.reward is not None]
     out["reward/mean"] = fmean(scored) if scored else float("nan")
@@ -34,16 +36,5 @@ def rollout_metrics(episodes: list[Episode], signatures: bool = True) -> dict[st
         total = sum(counts.values())
         out.update({f"role/{role}/status_{k}": v / total for k, v in counts.items()})
     if signatures:
-        out.update(role_signatures(episodes))
-    votes = [ep for ep in episodes if "candidate_rewards" in ep.info]
-    if votes:
-        oracle, picked_right = [], []
-        for ep in votes:
-            right = [r == 1.0 for r in ep.info["candidate_rewards"]]
-            oracle.append(any(right))
-            if any(right):
-                picked_right.append(right[ep.info["selected"] - 1])
-        out["voting/pass_at_k"] = fmean(oracle)
-        out["voting/selection_acc"] = fmean(picked_right) if picked_right else float("nan")
-        out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in votes)
+        out.update(role_signatures(episodes, role_diagnostics))
     return out

@@ -21,7 +21,7 @@ class LrSchedule:
     The cosine follows the run's progress (which iteration, and which mini-batch within it)
     rather than a step count planned up front: how many optimizer steps a policy takes per
     iteration follows the rows it receives (three for a role with three slots, one for a
-    single slot, a varying number in eval_opt), and every policy still reaches the end of
+    single slot, a varying number in a workflow whose rounds end early), and every policy still reaches the end of
     its decay at the run's last step. `taken` counts optimizer steps really applied, so a
     skipped (non-finite) update spends no warmup step.
     """

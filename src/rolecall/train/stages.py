@@ -13,17 +13,18 @@ NONFINITE = "nonfinite"  # status of an episode whose verifier returned NaN or I
 
 
 def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
-    """Grade each episode's final answer (and each voting candidate); `reward=None` = unscorable.
+    """Grade each episode's final answer and every text its workflow queued with `Team.grade`
+    (rewards in `info["graded_rewards"][name]`); `reward=None` = unscorable.
 
-    Identical (problem, text) pairs are graded once: a voting episode's final answer is one
-    of its candidates, and a sandboxed code run is worth not repeating. A NaN/Inf reward
+    Identical (problem, text) pairs are graded once: a final answer is often one of the
+    graded texts, and a sandboxed code run is worth not repeating. A NaN/Inf reward
     (a broken user verifier) never reaches the estimator as a number: the episode gets
     reward None and status `nonfinite`, so it leaves the group statistics (A = 0) and is
     counted apart from `unscorable`; the raw value is kept in `info["nonfinite_reward"]`.
     """
     wanted: dict[tuple[str, str], Problem] = {}
     for ep in episodes:
-        for text in [ep.final_answer, *(t for texts in _graded_lists(ep).values() for t in texts)]:
+        for text in [ep.final_answer, *(t for texts in ep.info.get("graded", {}).values() for t in texts)]:
             wanted.setdefault((ep.problem.uid, text), ep.problem)
     keys = list(wanted)
     graded = dict(zip(keys, verifier.score_many([t for _, t in keys], [wanted[k] for k in keys])))
@@ -36,23 +37,12 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
         if s.info:  # why the verifier decided so (failed test, judge overrun), for samples.jsonl
             ep.info["verdict"] = dict(s.info)
         rewards = {name: [None if _nonfinite(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
-                    for name, texts in _graded_lists(ep).items()}
-        if "candidates" in rewards:
-            ep.info["candidate_rewards"] = rewards.pop("candidates")
+                    for name, texts in ep.info.get("graded", {}).items()}
         if rewards:
             ep.info["graded_rewards"] = rewards
         status[ep.info["status"]] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}
-
-
-def _graded_lists(ep: Episode) -> dict[str, list[str]]:
-    """The texts a workflow wants scored besides its final answer, by name: `info["graded"]`,
-    and voting's `info["candidates"]` (its rewards keep their own key, `candidate_rewards`)."""
-    lists = dict(ep.info.get("graded", {}))
-    if "candidates" in ep.info:
-        lists["candidates"] = ep.info["candidates"]
-    return lists
 
 
 def _nonfinite(value: float | None) -> bool:
@@ -103,9 +93,17 @@ def advantages(episodes: list[Episode], estimator: str, group_by: str | None,
 
 
 def credit(episodes: list[Episode], workflow) -> dict[str, float]:
-    """After scoring: the workflow's own turn rewards (if any) and its own metrics."""
+    """After scoring: each turn's reward where the workflow set one, and its own metrics.
+
+    In rising precedence: `team.reward(reply, value)`, `team.grade(reply, ..., reward=True)`
+    (the turn gets its own grade), `workflow.turn_rewards(episode)`. Other turns keep the
+    outcome. A non-finite value becomes None (unscorable: advantage 0, out of the statistics).
+    """
     for ep in episodes:
-        own = workflow.turn_rewards(ep)
+        own: dict[int, float | None] = dict(ep.info.get("set_rewards", {}))
+        for name, turns in ep.info.get("graded_turns", {}).items():
+            own.update((t, r) for t, r in zip(turns, ep.grades(name)) if t is not None)
+        own.update(workflow.turn_rewards(ep) or {})
         if own:
             ep.info["turn_rewards"] = {i: (None if v is None or _nonfinite(v) else float(v)) for i, v in own.items()}
     return workflow.metrics(episodes)

@@ -3,8 +3,8 @@
 Mini-batches follow the rows, as in the paper's trainer (Table 7 counts the PPO mini-batch
 in problems: 64 problems x 8 samples = 512 rows per optimizer step). Each policy's rows are
 dealt into ceil(rows / mini_batch_rows) mini-batches of near-equal size, one optimizer step
-each, so an Isolated-Policy generator that plays three voting slots takes three steps per
-iteration and the aggregator one; under Shared-Policy the one adapter takes one step per
+each, so an Isolated-Policy role that plays three parallel slots takes three steps per
+iteration and a role with one slot one; under Shared-Policy the one adapter takes one step per
 mini-batch of all roles' rows. Only the first mini-batch of an iteration is on-policy: the
 later ones are scored against π_old, the policy before the iteration's first step, from one
 no-grad pass. (`algo.mini_batches` instead fixes the count per policy; not the paper's rule.)

@@ -80,4 +80,17 @@ def build_workflow(name: str, prompts: dict[str, str], options: dict[str, Any]) 
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"workflow.options: unknown option(s) {unknown} for {name!r}; allowed: {allowed}")
-    return cls(prompts, **options)
+    wf = cls(prompts, **options)
+    check_role_diagnostics(wf)
+    return wf
+
+
+def check_role_diagnostics(wf: Workflow) -> None:
+    """Every extra diagnostic a workflow asks for exists (ValueError naming it otherwise)."""
+    from rolecall.diagnostics.trajectory import ROLE_DIAGNOSTICS
+
+    for role, names in wf.role_diagnostics.items():
+        unknown = sorted(set(names) - set(ROLE_DIAGNOSTICS))
+        if unknown:
+            raise ValueError(f"workflow {wf.name!r}: role_diagnostics of {role!r} names unknown diagnostics {unknown}; "
+                             f"allowed: {sorted(ROLE_DIAGNOSTICS)}")

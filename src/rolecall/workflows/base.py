@@ -4,21 +4,35 @@ from __future__ import annotations
 from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
-from rolecall.types import Episode, Message, Problem
+from rolecall.types import Episode, Message, Problem, Reply
 
 
 class Team(Protocol):
     """What a workflow sees of the models: one awaitable LLM call per role turn.
 
     `slot` names the call site for grouping (defaults to the role); routing picks the
-    policy from the role. `info` collects workflow facts for diagnostics (fallbacks ...);
-    texts listed under `info["graded"][name]` are scored like the final answer, their
-    rewards landing in `info["graded_rewards"][name]`.
+    policy from the role. `call` returns a `Reply`: the completion text, with `.turn`, the
+    index of the turn that produced it. `info` collects workflow facts for diagnostics.
+
+    Credit beyond the outcome, in a line each (turns left alone get the outcome reward):
+
+        reply = await team.call("solver", chat)
+        team.grade(reply, "drafts")                 # graded by the run's verifier: episode.grades("drafts")
+        team.grade(reply, "drafts", reward=True)    # ... and that grade is this turn's reward
+        team.reward(reply, 0.0)                     # a reward of your own for this turn
+
+    Rewards that need every grade first (a discounted future, a peer's outcome) come from
+    `Workflow.turn_rewards(episode)`, which runs after scoring and overrides the above.
+    An unscorable grade is None: the turn leaves its group's statistics (advantage 0).
     """
 
     info: dict[str, Any]
 
-    async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> str: ...
+    async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply: ...
+
+    def grade(self, text: str, name: str = "graded", *, reward: bool = False) -> None: ...
+
+    def reward(self, reply: Reply, value: float | None) -> None: ...
 
 
 class Workflow:
@@ -34,6 +48,9 @@ class Workflow:
     # checked when the workflow is built, so a prompt file with a missing template, a typo in
     # a placeholder or a stray `$` fails before any model loads, not mid-run.
     templates: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # Extra per-role diagnostics to log (role -> names in diagnostics' ROLE_DIAGNOSTICS, e.g.
+    # {"judge": ("verdict_form",)}); every role always gets the common signatures.
+    role_diagnostics: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def __init__(self, prompts: Mapping[str, str]) -> None:
         self.prompts = dict(prompts)

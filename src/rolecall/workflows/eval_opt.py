@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from statistics import fmean
 
-from rolecall.diagnostics.trajectory import evaluator_form
+from rolecall.diagnostics.trajectory import verdict_form
 from rolecall.parsing import first_verdict
 from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, assistant, positive_int_option, user
@@ -26,6 +26,7 @@ from rolecall.workflows.base import Team, Workflow, assistant, positive_int_opti
 class EvalOpt(Workflow):
     name = "eval_opt"
     roles = ("generator", "evaluator")
+    role_diagnostics = {"evaluator": ("verdict_form",)}
     templates = {"generator": ("problem",), "evaluator": ("problem", "solution"),
                  "evaluator_followup": ("solution",), "revise": ("critique",)}
 
@@ -40,11 +41,10 @@ class EvalOpt(Workflow):
         writer = [user(self.render("generator", problem=problem.prompt))]
         judge: list = []
         verdicts: list[bool | None] = []
-        judged: list[str] = []
-        team.info.update(verdicts=verdicts, graded={"judged": judged})
+        team.info["verdicts"] = verdicts
         for i in range(self.rounds):
             answer = await team.call("generator", writer)
-            judged.append(answer)
+            team.grade(answer, "judged")  # what the evaluator's verdict is checked against
             ask = (self.render("evaluator", problem=problem.prompt, solution=answer.strip()) if i == 0
                    else self.render("evaluator_followup", solution=answer.strip()))
             judge = judge + [user(ask)]
@@ -69,7 +69,7 @@ class EvalOpt(Workflow):
         firsts = [(ts[0], ep) for ep in episodes if (ts := _evaluator_turns(ep))]
         gens = [t for ep in episodes for t in ep.turns[:1] if t.role == "generator"]
         if firsts:
-            forms = [evaluator_form(t.completion_text, len(t.completion_ids)) for t, _ in firsts]
+            forms = [verdict_form(t.completion_text, len(t.completion_ids)) for t, _ in firsts]
             out.update({f"eval_opt/iter1_evaluator_form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")})
             verdicts = [first_verdict(t.completion_text) for t, _ in firsts]
             out["eval_opt/iter1_verdict_correct"] = fmean(v is True for v in verdicts)
@@ -89,7 +89,7 @@ def _evaluator_turns(ep: Episode) -> list:
 def _verdicts_right(ep: Episode) -> list[float | None]:
     """Per evaluator call: 1.0 if its verdict matches the verifier on the solution it judged,
     0.0 if not (an unparseable verdict included), None if that solution could not be scored."""
-    rewards = ep.info.get("graded_rewards", {}).get("judged", [])
+    rewards = ep.grades("judged")
     out: list[float | None] = []
     for verdict, reward in zip(ep.info.get("verdicts", []), rewards):
         out.append(None if reward is None else float(verdict is not None and verdict == (reward == 1.0)))

@@ -39,6 +39,7 @@ def parse_strategies(text: str, n: int) -> list[str]:
 class OrchWorkers(Workflow):
     name = "orch_workers"
     roles = ("orchestrator", "worker", "synthesizer")
+    role_diagnostics = {"orchestrator": ("distinct_openers",)}
     templates = {"orchestrator": ("problem", "n"), "worker": ("problem", "strategy"),
                  "synthesizer": ("problem", "solutions")}
 
@@ -55,7 +56,8 @@ class OrchWorkers(Workflow):
         solutions = await asyncio.gather(*(
             team.call("worker", [user(self.render("worker", problem=problem.prompt, strategy=s))])
             for s in strategies))
-        team.info["graded"] = {"workers": list(solutions)}  # scored for pass@k over the workers
+        for s in solutions:
+            team.grade(s, "workers")  # scored for pass@k over the workers
         listing = "\n".join(f"{i + 1}: {s.strip()}" for i, s in enumerate(solutions))
         return await team.call("synthesizer", [user(self.render(
             "synthesizer", problem=problem.prompt, solutions=listing))])
@@ -65,7 +67,7 @@ class OrchWorkers(Workflow):
         often the synthesizer ended right when some worker was right."""
         oracle, acc, kept = [], [], []
         for ep in episodes:
-            rewards = ep.info.get("graded_rewards", {}).get("workers", [])
+            rewards = ep.grades("workers")
             right = [r == 1.0 for r in rewards if r is not None]
             if not right:
                 continue

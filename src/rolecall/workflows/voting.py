@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from statistics import fmean
 
 from rolecall.parsing import last_boxed
-from rolecall.types import Problem
+from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, positive_int_option, user
 
 
@@ -61,6 +62,24 @@ class Voting(Workflow):
         team.info["aggregator_fallback"] = choice is None
         if choice is None:
             choice = majority_choice(candidates) if self.fallback == "majority" else 1
-        team.info["candidates"] = candidates
+        for c in candidates:
+            team.grade(c, "candidates")  # for pass@k and the aggregator's selection accuracy
         team.info["selected"] = choice
         return candidates[choice - 1]
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        """pass@k over the candidates, how often the pick was right when some candidate was,
+        and how often the aggregator's reply named no candidate (the fallback was used)."""
+        oracle, picked_right = [], []
+        for ep in episodes:
+            right = [r == 1.0 for r in ep.grades("candidates")]
+            if not right:
+                continue
+            oracle.append(any(right))
+            if any(right):
+                picked_right.append(right[ep.info["selected"] - 1])
+        if not oracle:
+            return {}
+        return {"voting/pass_at_k": fmean(oracle),
+                "voting/selection_acc": fmean(picked_right) if picked_right else float("nan"),
+                "voting/aggregator_fallback": fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)}
