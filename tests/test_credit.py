@@ -14,7 +14,7 @@ from rolecall.rollout import rollout
 from rolecall.train.batch import rows_for_policy
 from rolecall.train.stages import advantages, credit, score
 from rolecall.types import Problem
-from rolecall.workflows import Workflow, user
+from rolecall.workflows import Workflow, WorkflowError, user
 
 PROBLEM = Problem(uid="p", prompt="6*7", answer="42")
 
@@ -116,7 +116,7 @@ def test_grade_and_reward_refuse_what_cannot_name_a_turn():
             team.grade("plain text", "drafts", reward=True)
             return "x"
 
-    with pytest.raises(TypeError, match="reward=True.*needs a reply of team.call"):
+    with pytest.raises(WorkflowError, match=r"TypeError: team.grade\(..., reward=True.*needs a reply of team.call"):
         rollout(Bad(), [PROBLEM], 1, ScriptedEngine(lambda r: "a"), {"solver": "s", "checker": "c"}, lambda r: 8, 1.0)
 
 
@@ -153,5 +153,49 @@ def test_malformed_messages_name_the_role(messages, message):
         async def run(self, problem, team):
             return await team.call("solver", messages)
 
-    with pytest.raises(TypeError, match=rf"team.call\('solver', ...\): {message}"):
+    with pytest.raises(WorkflowError, match=rf"TypeError: team.call\('solver', ...\): {message}"):
         rollout(Sloppy({}), [PROBLEM], 1, ScriptedEngine(lambda r: "a"), {"solver": "s"}, lambda r: 8, 1.0)
+
+
+def test_a_bug_in_workflow_code_names_the_workflow_the_problem_and_the_line(tmp_path):
+    class Buggy(Workflow):
+        name, roles = "buggy", ("solver",)
+        templates = {}
+
+        async def run(self, problem, team):
+            reply = await team.call("solver", [user("x")])
+            return self.render("solve_again", problem=reply)  # a template its prompts lack
+
+    with pytest.raises(WorkflowError) as e:
+        rollout(Buggy({"solve": "$problem"}), [PROBLEM], 1, ScriptedEngine(lambda r: "a"), {"solver": "s"},
+                lambda r: 8, 1.0)
+    msg = str(e.value)
+    assert msg.startswith("workflow 'buggy' failed on problem 'p': KeyError:") and "'solve_again'" in msg
+    assert f"at {__file__}:" in msg and "in run)" in msg, msg
+    assert isinstance(e.value.__cause__, KeyError)
+
+
+def test_the_cli_prints_a_workflow_bug_in_one_line_unless_a_traceback_is_asked_for(tiny_model_dir, tmp_path,
+                                                                                   monkeypatch):
+    from typer.testing import CliRunner
+
+    from rolecall.cli import app
+
+    (tmp_path / "bad_wf.py").write_text(
+        "from rolecall.workflows import Workflow, user\n"
+        "class Bad(Workflow):\n"
+        "    name, roles = 'bad', ('solver',)\n"
+        "    def __init__(self, prompts={'solve': '$problem'}):\n"
+        "        super().__init__(prompts)\n"
+        "    async def run(self, problem, team):\n"
+        "        reply = await team.call('solver', [user(problem.prompt)])\n"
+        "        return reply.upper() + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["train", f"model.path={tiny_model_dir}", "workflow.name=bad_wf:Bad", "routing=shared", "task.n_val=2",
+            "rollout.max_new_tokens=2", "train.steps=1", "--out", str(tmp_path / "run")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "workflow 'bad' failed on problem" in res.output and "bad_wf.py:8, in run" in res.output, res.output
+    monkeypatch.setenv("ROLECALL_TRACEBACK", "1")
+    res = CliRunner().invoke(app, [*args[:-1], str(tmp_path / "run2")])
+    assert res.exit_code == 1 and isinstance(res.exception, WorkflowError)

@@ -10,7 +10,7 @@ import pytest
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
-from rolecall.workflows import (WORKFLOWS, Workflow, build_workflow, load_prompts,
+from rolecall.workflows import (WORKFLOWS, Workflow, WorkflowError, build_workflow, load_prompts,
                                 resolve_workflow_class)
 from rolecall.workflows.orch_workers import parse_strategies
 from rolecall.workflows.voting import majority_choice, parse_choice
@@ -393,7 +393,7 @@ def test_shared_route_sends_every_role_to_one_policy():
 
 
 def test_role_missing_from_routes_raises():
-    with pytest.raises(KeyError, match="'aggregator' has no route"):
+    with pytest.raises(WorkflowError, match="workflow 'voting' failed.*KeyError.*'aggregator' has no route.*voting.py"):
         run("voting", lambda r: "\\boxed{1}", routes={"generator": "g"})
 
 
@@ -441,6 +441,20 @@ def test_user_workflow_through_config(repo_on_path):
                              f"workflow.prompts={REPO / 'examples' / 'my_workflow_prompts.yaml'}",
                              "routing={proposer: a, checker: base}"])
     assert cfg.workflow.name == "examples.my_workflow:ProposeCheck"
+
+
+def test_a_user_workflow_without_workflow_prompts_uses_its_own_defaults(repo_on_path):
+    """Without `workflow.prompts` the workflow's own `prompts=` default is used, not the shipped
+    math set (which lacks its templates); a shipped workflow still gets the math set."""
+    from examples.my_workflow import PROMPTS
+    from rolecall.config import load_config
+    from rolecall.workflows import workflow_prompts
+
+    cfg = load_config(None, ["workflow.name=examples.my_workflow:ProposeCheck", "routing={proposer: a, checker: base}"])
+    assert cfg.workflow.prompts is None
+    assert workflow_prompts(cfg.workflow.name, None) == PROMPTS
+    assert workflow_prompts("voting", None) == load_prompts("math")
+    assert workflow_prompts("examples.my_workflow:ProposeCheck", "math") == load_prompts("math")
 
 
 @pytest.mark.parametrize("name,msg", [

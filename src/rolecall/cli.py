@@ -39,6 +39,8 @@ def _as_user_errors(catch_interrupt: bool = True):
     try:
         yield
     except _user_errors() as e:
+        if os.environ.get("ROLECALL_TRACEBACK"):  # asked for: e.g. to debug one's own workflow
+            raise
         _fail(_describe(e))
     except KeyboardInterrupt:
         if not catch_interrupt:

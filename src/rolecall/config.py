@@ -82,7 +82,8 @@ class TaskCfg(_Strict):
 
 class WorkflowCfg(_Strict):
     name: str = Field("voting", description="single | eval_opt | voting | orch_workers, or 'module:Class'.")
-    prompts: str = Field("math", description="Shipped prompt set name or a path to a prompts .yaml file.")
+    prompts: str | None = Field(None, description="Shipped prompt set name or a path to a prompts .yaml file; "
+                                "default: the workflow's own (a `prompts=` default in its constructor), else 'math'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers).")
 
 
@@ -217,7 +218,7 @@ class Config(_Strict):
         # Cross-field checks that need no model: workflow, routing, estimator names.
         from rolecall.advantages import ESTIMATORS, get_estimator
         from rolecall.policies.routing import build_routing
-        from rolecall.workflows import PROMPT_SETS, build_workflow, load_prompts
+        from rolecall.workflows import PROMPT_SETS, build_workflow, workflow_prompts
 
         if self.task.name == "dataset" and not self.data.path:
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
@@ -231,7 +232,7 @@ class Config(_Strict):
             raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
         get_estimator(self.algo.estimator, self.algo.estimator_options)  # unknown options, bad values
         try:
-            prompts = load_prompts(self.workflow.prompts)
+            prompts = workflow_prompts(self.workflow.name, self.workflow.prompts)
         except (OSError, yaml.YAMLError) as e:  # pydantic passes only ValueErrors on as field errors
             raise ValueError(f"workflow.prompts: cannot read prompt file {self.workflow.prompts!r}: {_one_line(e)}; "
                              f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from rolecall.engines.base import Engine, GenRequest
 from rolecall.types import Episode, Problem, Reply, Turn
-from rolecall.workflows.base import Message, Workflow
+from rolecall.workflows.base import Message, Workflow, WorkflowError, describe_failure
 
 
 class _Waves:
@@ -117,9 +117,14 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
 
     async def one(i: int, ep: Episode) -> None:
         started[i] = time.monotonic()
-        final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
-        if not isinstance(final, str):
-            raise TypeError(f"workflow {workflow.name!r}: run() must return the final answer text, got {type(final).__name__}")
+        try:
+            final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
+            if not isinstance(final, str):
+                raise TypeError(f"run() must return the final answer text, got {type(final).__name__}")
+        except (asyncio.CancelledError, WorkflowError):
+            raise
+        except Exception as e:  # noqa: BLE001 - any bug in workflow code: name it, keep the cause chained
+            raise WorkflowError(describe_failure(workflow.name, ep.problem.uid, e)) from e
         ep.final_answer = str(final)
 
     tasks = [asyncio.create_task(one(i, ep)) for i, ep in enumerate(episodes)]
@@ -140,7 +145,7 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
                 on_wave(len(batch))
         for t in tasks:
             if not t.cancelled():  # cancelled = cut by the time budget, already marked
-                t.result()  # re-raise a workflow error with its own traceback
+                t.result()  # re-raise a workflow error (its cause keeps the original traceback)
     finally:
         for t in tasks:
             t.cancel()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rolecall.errors import UserError
 from rolecall.policies.model import resolve_model_dir
-from rolecall.workflows import load_prompts
+from rolecall.workflows import workflow_prompts
 
 # Compared in this order; the first is what a user most likely changed by mistake.
 FIELDS = ("model", "tokenizer", "dataset", "workflow", "routing", "lora", "reward")
@@ -88,7 +88,7 @@ def run_fingerprint(cfg, stack) -> dict:
         "model": _model(cfg),
         "tokenizer": _tokenizer(cfg, stack.tok),
         "dataset": _dataset(cfg, stack.train_P, stack.val_P),
-        "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(load_prompts(w.prompts)))},
+        "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(workflow_prompts(w.name, w.prompts)))},
         "routing": {"routing": cfg.routing if isinstance(cfg.routing, str) else _json(cfg.routing),
                     "policies": _json(cfg.policy_table())},
         "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules)},

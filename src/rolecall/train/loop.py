@@ -41,7 +41,7 @@ from rolecall.train.stages import advantages, credit, score
 from rolecall.train.optim import PolicyOptim, build_optimizers
 from rolecall.train.update import update_policies
 from rolecall.types import Episode, Problem
-from rolecall.workflows import Workflow, build_workflow, load_prompts
+from rolecall.workflows import Workflow, build_workflow, workflow_prompts
 
 
 class VerifierFailure(UserError, RuntimeError):
@@ -107,7 +107,8 @@ def preflight(cfg: Config) -> dict[str, object]:
 def build_stack(cfg: Config) -> Stack:
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    workflow = build_workflow(cfg.workflow.name, load_prompts(cfg.workflow.prompts), cfg.workflow.options)
+    workflow = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts),
+                              cfg.workflow.options)
     routing = build_routing(cfg.routing, workflow.roles, cfg.policy_table())
     m = cfg.model
     tok = load_tokenizer(m.path, m.chat_template)

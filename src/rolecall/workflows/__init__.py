@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from rolecall.workflows.base import Team, Workflow, assistant, user
+from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
 from rolecall.workflows.eval_opt import EvalOpt
 from rolecall.workflows.orch_workers import OrchWorkers
 from rolecall.workflows.single import Single
@@ -19,7 +19,7 @@ from rolecall.workflows.voting import Voting
 WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers)}
 PROMPT_SETS = ("math", "code", "paper_math", "paper_code")
 
-__all__ = ["WORKFLOWS", "Team", "Workflow", "assistant", "user", "load_prompts",
+__all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user", "load_prompts", "workflow_prompts",
            "resolve_workflow_class", "build_workflow"]
 
 
@@ -37,6 +37,21 @@ def load_prompts(name: str = "math") -> dict[str, str]:
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise ValueError(f"workflow.prompts: {name!r} must map template names to strings")
     return data
+
+
+def workflow_prompts(name: str, prompts: str | None) -> dict[str, str]:
+    """The prompts a run uses: `prompts` if given (a shipped set or a .yaml path); otherwise the
+    workflow's own default (a mapping given as the `prompts=` default of its constructor, as a
+    user's workflow may ship its templates in Python), else the shipped 'math' set."""
+    if prompts is not None:
+        return load_prompts(prompts)
+    default = inspect.signature(resolve_workflow_class(name).__init__).parameters.get("prompts")
+    if default is not None and isinstance(default.default, dict):
+        own = dict(default.default)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in own.items()):
+            raise ValueError(f"workflow.prompts: the default prompts of {name!r} must map template names to strings")
+        return own
+    return load_prompts("math")
 
 
 def _import_user_module(module: str):

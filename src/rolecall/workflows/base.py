@@ -1,10 +1,31 @@
 """The contract between a workflow and rolecall: the `Team` it calls and the `Workflow` base."""
 from __future__ import annotations
 
+import os
+import traceback
 from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
+from rolecall.errors import UserError
 from rolecall.types import Episode, Message, Problem, Reply
+
+
+class WorkflowError(UserError, RuntimeError):
+    """A workflow's own code failed during an episode; the message names the workflow, the
+    problem, the error and the line of workflow code it came from."""
+
+
+def describe_failure(workflow: str, problem: str, e: BaseException) -> str:
+    """One line about an exception raised by a workflow's `run`: the innermost frame of
+    workflow code (the user's file, else a shipped workflow's), else the innermost frame."""
+    frames = traceback.extract_tb(e.__traceback__)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # rolecall/
+    shipped = os.path.dirname(os.path.abspath(__file__)) + os.sep  # rolecall/workflows/
+    own = [f for f in frames if not os.path.abspath(f.filename).startswith(package + os.sep)]
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(shipped)]
+    at = (own or ours or frames)[-1] if frames else None
+    where = f" (at {at.filename}:{at.lineno}, in {at.name})" if at else ""
+    return f"workflow {workflow!r} failed on problem {problem!r}: {type(e).__name__}: {e}{where}"
 
 
 class Team(Protocol):
