@@ -83,7 +83,7 @@ def test_unknown_workflow_lists_allowed_names():
 
 
 def test_unknown_option_names_the_allowed_options():
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters', 'fallback'\]"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters', 'fallback', 'aggregator'\]"):
         build_workflow("voting", load_prompts(), {"voters": 3})
 
 
@@ -544,3 +544,61 @@ def test_role_diagnostics_must_name_known_diagnostics():
 
     with pytest.raises(ValueError, match=r"role_diagnostics of 'judge' names unknown diagnostics \['vibes'\]"):
         check_role_diagnostics(Judged({}))
+
+
+def test_voting_with_a_majority_vote_has_no_aggregator_role():
+    wf = build_workflow("voting", load_prompts("math"), {"aggregator": "majority", "n_voters": 3})
+    assert wf.roles == ("generator",)
+    answers = iter(["\\boxed{ 7 }", "\\boxed{42}", "\\boxed{7}"] * 2)
+    eps, engine = run("voting", lambda r: next(answers), options={"aggregator": "majority"}, routes={"generator": "g"})
+    (ep,) = eps
+    assert roles(ep) == ["generator"] * 3 and ep.final_answer == "\\boxed{ 7 }"  # whitespace inside a box is not a vote
+    assert [len(b) for b in engine.batches] == [3]
+    with pytest.raises(ValueError, match="'llm' or 'majority'"):
+        build_workflow("voting", load_prompts("math"), {"aggregator": "vote"})
+
+
+def test_routing_is_checked_against_the_roles_the_options_give():
+    from rolecall.config import ConfigError, load_config
+
+    cfg = load_config(None, ["workflow.options={aggregator: majority}"])
+    assert cfg.workflow.options == {"aggregator": "majority"}
+    with pytest.raises(ConfigError, match="aggregator"):
+        load_config(None, ["workflow.options={aggregator: majority}", "routing={generator: g, aggregator: a}"])
+    with pytest.raises(ConfigError, match="aggregator"):
+        load_config(None, ["workflow.options={aggregator: majority}", "rollout.max_new_tokens_by_role={aggregator: 8}"])
+
+
+class Panel(Workflow):
+    """n agents as n roles (agent0..agent{n-1}), each with its own policy if routed so."""
+
+    name = "panel"
+
+    def __init__(self, prompts=None, n_agents: int = 2) -> None:
+        self.roles = tuple(f"agent{i}" for i in range(n_agents))
+        super().__init__(prompts or {})
+
+    async def run(self, problem, team):
+        import asyncio
+
+        from rolecall.workflows import user
+
+        replies = await asyncio.gather(*(team.call(r, [user(problem.prompt)]) for r in self.roles))
+        return replies[-1]
+
+
+def test_roles_from_options_are_routed_per_instance():
+    from rolecall.policies.routing import build_routing
+
+    wf = Panel(n_agents=3)
+    routing = build_routing("isolated", wf.roles, None)
+    assert sorted(routing.adapters) == ["agent0", "agent1", "agent2"]
+    eps, _ = run_wf(wf, routing.routes)
+    assert [t.policy for t in eps[0].turns] == ["agent0", "agent1", "agent2"]
+    with pytest.raises(ValueError, match="agent2"):
+        build_routing({"agent0": "a", "agent1": "a"}, wf.roles, None)
+
+
+def run_wf(wf, routes):
+    engine = ScriptedEngine(lambda r: "\\boxed{1}")
+    return rollout(wf, [PROBLEM], 1, engine, routes, lambda role: 8, 0.7), engine

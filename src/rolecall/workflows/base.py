@@ -64,11 +64,14 @@ class Workflow:
     """
 
     name: ClassVar[str]
-    roles: ClassVar[tuple[str, ...]]
+    # The roles it calls. When options change them (a debate with n agents, a vote without an
+    # aggregator), set `self.roles` (and `self.templates`) in __init__ before
+    # super().__init__(): routing is validated against the instance a run builds.
+    roles: tuple[str, ...]
     # The templates `run` renders and the `$placeholders` each is given. Declared, they are
     # checked when the workflow is built, so a prompt file with a missing template, a typo in
     # a placeholder or a stray `$` fails before any model loads, not mid-run.
-    templates: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    templates: Mapping[str, tuple[str, ...]] = {}
     # Extra per-role diagnostics to log (role -> names in diagnostics' ROLE_DIAGNOSTICS, e.g.
     # {"judge": ("verdict_form",)}); every role always gets the common signatures.
     role_diagnostics: ClassVar[Mapping[str, tuple[str, ...]]] = {}

@@ -7,6 +7,10 @@ the lowest index, unboxed candidates never winning unless none has a box (then c
 The default is `first` because a majority fallback *rewards* an unparseable aggregator
 whenever majority vote beats its own picks: measured on the embedded model, the aggregator
 learned to emit newlines within ten steps. The fallback is recorded in `team.info`.
+
+`aggregator: majority` replaces the LLM aggregator by a plain majority vote over the boxed
+answers (self-consistency, from "Self-Consistency Improves Chain of Thought Reasoning in
+Language Models"): the workflow then has one role, `generator`, and no aggregator turn.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ def parse_choice(text: str, n: int) -> int | None:
 
 def majority_choice(candidates: list[str]) -> int:
     """Deterministic fallback: the 1-based index of the first candidate with the most common box."""
-    boxes = [last_boxed(c) for c in candidates]
+    boxes = [None if (b := last_boxed(c)) is None else "".join(b.split()) for c in candidates]
     counts = Counter(b for b in boxes if b is not None)
     if not counts:
         return 1
@@ -44,7 +48,13 @@ class Voting(Workflow):
     roles = ("generator", "aggregator")
     templates = {"generator": ("problem",), "aggregator": ("problem", "candidates", "n")}
 
-    def __init__(self, prompts, n_voters: int = 3, fallback: str = "first") -> None:
+    def __init__(self, prompts, n_voters: int = 3, fallback: str = "first", aggregator: str = "llm") -> None:
+        if aggregator not in ("llm", "majority"):
+            raise ValueError(f"workflow.options.aggregator must be 'llm' or 'majority', got {aggregator!r}")
+        self.aggregator = aggregator
+        if aggregator == "majority":  # no aggregator role, no aggregator template to check
+            self.roles = ("generator",)
+            self.templates = {"generator": ("problem",)}
         super().__init__(prompts)
         self.n_voters = positive_int_option("n_voters", n_voters)
         if fallback not in ("first", "majority"):
@@ -55,13 +65,16 @@ class Voting(Workflow):
         ask = [user(self.render("generator", problem=problem.prompt))]
         candidates = list(await asyncio.gather(*(
             team.call("generator", ask, slot=f"generator{i}") for i in range(self.n_voters))))
-        listing = "\n".join(f"{i + 1}: {c.strip()}" for i, c in enumerate(candidates))
-        pick = await team.call("aggregator", [user(self.render(
-            "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
-        choice = parse_choice(pick, self.n_voters)
-        team.info["aggregator_fallback"] = choice is None
-        if choice is None:
-            choice = majority_choice(candidates) if self.fallback == "majority" else 1
+        if self.aggregator == "majority":
+            choice = majority_choice(candidates)
+        else:
+            listing = "\n".join(f"{i + 1}: {c.strip()}" for i, c in enumerate(candidates))
+            pick = await team.call("aggregator", [user(self.render(
+                "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
+            choice = parse_choice(pick, self.n_voters)
+            team.info["aggregator_fallback"] = choice is None
+            if choice is None:
+                choice = majority_choice(candidates) if self.fallback == "majority" else 1
         for c in candidates:
             team.grade(c, "candidates")  # for pass@k and the aggregator's selection accuracy
         team.info["selected"] = choice
@@ -80,6 +93,8 @@ class Voting(Workflow):
                 picked_right.append(right[ep.info["selected"] - 1])
         if not oracle:
             return {}
-        return {"voting/pass_at_k": fmean(oracle),
-                "voting/selection_acc": fmean(picked_right) if picked_right else float("nan"),
-                "voting/aggregator_fallback": fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)}
+        out = {"voting/pass_at_k": fmean(oracle),
+               "voting/selection_acc": fmean(picked_right) if picked_right else float("nan")}
+        if self.aggregator == "llm":
+            out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)
+        return out
