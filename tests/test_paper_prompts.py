@@ -48,9 +48,19 @@ def test_paper_sets_are_registered():
     assert {"math", "code", "paper_math", "paper_code"} <= set(PROMPT_SETS)
 
 
+# Templates of workflows the paper does not have (chain), in each set after the paper's nine.
+EXTRA = {"verifier": {"problem", "solution"}, "refiner": {"critique"}}
+
+
 @pytest.mark.parametrize("name", PAPER_SETS)
 def test_paper_sets_define_exactly_the_nine_templates(name):
-    assert set(load_prompts(name)) == set(PLACEHOLDERS)
+    assert set(load_prompts(name)) == set(PLACEHOLDERS) | set(EXTRA)
+
+
+@pytest.mark.parametrize("name", PAPER_SETS + SHORT_SETS)
+@pytest.mark.parametrize("template", sorted(EXTRA))
+def test_chain_templates_render_with_exactly_their_placeholders(name, template):
+    assert identifiers(load_prompts(name)[template]) == EXTRA[template]
 
 
 @pytest.mark.parametrize("name", SHORT_SETS)

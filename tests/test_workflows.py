@@ -55,12 +55,13 @@ def roles(ep):
 
 
 def test_shipped_workflow_names_and_roles():
-    """The four shipped workflows are registered with the roles the paper gives them."""
+    """The paper's four workflows with the roles the paper gives them, and the chain."""
     assert {n: c.roles for n, c in WORKFLOWS.items()} == {
         "single": ("generator",),
         "eval_opt": ("generator", "evaluator"),
         "voting": ("generator", "aggregator"),
         "orch_workers": ("orchestrator", "worker", "synthesizer"),
+        "chain": ("generator", "verifier", "refiner"),
     }
 
 
@@ -602,3 +603,26 @@ def test_roles_from_options_are_routed_per_instance():
 def run_wf(wf, routes):
     engine = ScriptedEngine(lambda r: "\\boxed{1}")
     return rollout(wf, [PROBLEM], 1, engine, routes, lambda role: 8, 0.7), engine
+
+
+def test_chain_is_generator_verifier_refiner_with_draft_metrics():
+    replies = {"generator": iter(["\\boxed{41}", "\\boxed{42}"]),
+               "verifier": iter(["\\boxed{Incorrect} off by one", "\\boxed{Incorrect} wrong"]),
+               "refiner": iter(["\\boxed{42}", "\\boxed{41}"])}
+    eps, engine = run("chain", lambda r: next(replies[r.policy]), group_size=2)
+    assert [roles(ep) for ep in eps] == [["generator", "verifier", "refiner"]] * 2
+    problem_msg, draft_msg, review_msg = engine.batches[2][0].messages
+    assert PROBLEM.prompt in problem_msg["content"] and draft_msg == {"role": "assistant", "content": "\\boxed{41}"}
+    assert review_msg["content"].startswith("Review: \\boxed{Incorrect} off by one")
+    from rolecall.config import RewardCfg
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.train.stages import score
+
+    v = build_verifier(RewardCfg(math_checker="strict"))
+    try:
+        score(eps, v)
+    finally:
+        v.close()
+    assert [ep.reward for ep in eps] == [1.0, 0.0] and [ep.grades("drafts") for ep in eps] == [[0.0], [1.0]]
+    m = build_workflow("chain", load_prompts("math"), {}).metrics(eps)
+    assert m == {"chain/draft_acc": 0.5, "chain/fixed": 1.0, "chain/broken": 1.0, "chain/verdict_acc": 0.5}

@@ -19,7 +19,7 @@ from rolecall.basemodel.tokenizer import build_tokenizer
 from rolecall.basemodel.transcripts import OracleEngine, OracleRates
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
-from rolecall.workflows import WORKFLOWS, build_workflow, load_prompts
+from rolecall.workflows import build_workflow, load_prompts
 
 # Eval-Opt's verdicts and Orch-Workers' strategy lists and copied picks are rarer, harder
 # formats than a boxed answer. With equal transcript shares and sums-only facts the model
@@ -28,6 +28,10 @@ from rolecall.workflows import WORKFLOWS, build_workflow, load_prompts
 # alone reached 12.5 % and 5 %; adding packed copy and verdict facts (`_fact`) reached 39.5 %
 # and 25 % (single 58.5 %, voting 57.5 %).
 EPISODE_WEIGHT = {"eval_opt": 3, "orch_workers": 3}  # transcripts, as a multiple of episodes_per_workflow
+# The workflows whose oracle transcripts the shipped model was pretrained on. Listed, not
+# taken from the registry, so a new workflow does not silently change what make-base
+# builds: the shipped weights stay reproducible byte for byte until it is rebuilt.
+PRETRAINED = ("eval_opt", "orch_workers", "single", "voting")
 COPY_FACTS = 0.15  # share of packed facts of each of the two non-sum kinds (see `_fact`)
 
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
@@ -56,7 +60,7 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     engine = OracleEngine(rates, rng, render)
     train = task.train()
     prompts = load_prompts("math")
-    for name in sorted(WORKFLOWS):
+    for name in PRETRAINED:
         wf = build_workflow(name, prompts, {})
         problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow * EPISODE_WEIGHT.get(name, 1))]
         rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)

@@ -1,0 +1,51 @@
+"""`chain`: generator -> verifier -> refiner, each role called once.
+
+The chain-of-agents example of AReaL's multi-agent RL proposal (after "Dr. MAS: Stable
+Reinforcement Learning for Multi-Agent LLM Systems", whose agent-wise normalisation it
+trains with; `algo.estimator=agentwise`): the generator drafts a solution, the verifier
+critiques the draft without solving the problem (with a `\\boxed{Correct}` or
+`\\boxed{Incorrect}` verdict), and the refiner, reading the problem and the draft as a
+conversation followed by the critique, writes the final answer. Every turn gets the outcome reward (the paper's
+default); the draft is graded too (`team.grade`, name `drafts`) so the metrics can tell a
+refiner that fixes drafts from one that copies them:
+- `chain/draft_acc`: the draft was right;
+- `chain/fixed`, `chain/broken`: final right after a wrong draft / wrong after a right one;
+- `chain/verdict_acc`: the verifier's verdict matched the draft's grade (unparseable = wrong).
+"""
+from __future__ import annotations
+
+from statistics import fmean
+
+from rolecall.parsing import first_verdict
+from rolecall.types import Episode, Problem
+from rolecall.workflows.base import Team, Workflow, assistant, user
+
+
+class Chain(Workflow):
+    name = "chain"
+    roles = ("generator", "verifier", "refiner")
+    templates = {"generator": ("problem",), "verifier": ("problem", "solution"), "refiner": ("critique",)}
+    role_diagnostics = {"verifier": ("verdict_form",)}
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        draft = await team.call("generator", [user(self.render("generator", problem=problem.prompt))])
+        team.grade(draft, "drafts")
+        critique = await team.call("verifier", [user(self.render(
+            "verifier", problem=problem.prompt, solution=draft.strip()))])
+        team.info["verdict"] = first_verdict(critique)
+        # The refiner reads the draft as the answer to the generator's prompt, then the critique:
+        # the same conversation shape as a revision, played by its own role.
+        return await team.call("refiner", [user(self.render("generator", problem=problem.prompt)), assistant(draft),
+                                           user(self.render("refiner", critique=critique.strip()))])
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        pairs = [(d[0] == 1.0, ep.reward == 1.0, ep.info.get("verdict")) for ep in episodes
+                 if (d := ep.grades("drafts")) and d[0] is not None and ep.reward is not None]
+        if not pairs:
+            return {}
+        wrong = [final for draft, final, _ in pairs if not draft]
+        right = [final for draft, final, _ in pairs if draft]
+        return {"chain/draft_acc": fmean(draft for draft, _, _ in pairs),
+                "chain/fixed": fmean(wrong) if wrong else float("nan"),
+                "chain/broken": fmean(not f for f in right) if right else float("nan"),
+                "chain/verdict_acc": fmean(v is not None and v == draft for draft, _, v in pairs)}
