@@ -49,7 +49,8 @@ def test_paper_sets_are_registered():
 
 
 # Templates of workflows the paper does not have (chain), in each set after the paper's nine.
-EXTRA = {"verifier": {"problem", "solution"}, "refiner": {"critique"}}
+EXTRA = {"verifier": {"problem", "solution"}, "refiner": {"critique"}, "debate": {"problem", "own", "peers"},
+         "scorer": {"problem", "solution"}}
 
 
 @pytest.mark.parametrize("name", PAPER_SETS)

@@ -62,6 +62,7 @@ def test_shipped_workflow_names_and_roles():
         "voting": ("generator", "aggregator"),
         "orch_workers": ("orchestrator", "worker", "synthesizer"),
         "chain": ("generator", "verifier", "refiner"),
+        "debate": ("debater",),
     }
 
 

@@ -81,7 +81,7 @@ class TaskCfg(_Strict):
 
 
 class WorkflowCfg(_Strict):
-    name: str = Field("voting", description="single | eval_opt | voting | orch_workers | chain, or 'module:Class'.")
+    name: str = Field("voting", description="single | eval_opt | voting | orch_workers | chain | debate, or 'module:Class'.")
     prompts: str | None = Field(None, description="Shipped prompt set name or a path to a prompts .yaml file; "
                                 "default: the workflow's own (a `prompts=` default in its constructor), else 'math'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers).")

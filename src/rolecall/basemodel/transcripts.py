@@ -63,9 +63,11 @@ class OracleEngine:
     def reply(self, req: GenRequest) -> str:
         role, text = req.policy, req.messages[-1]["content"]
         truth = _truth(req.messages[0]["content"])
-        if role in ("generator", "worker", "refiner"):
+        if role == "debater" and _LISTED.search(text):  # a later round: pick among the listed answers
+            role = "synthesizer"
+        if role in ("generator", "worker", "refiner", "debater"):
             return self._answer(truth)
-        if role in ("evaluator", "verifier"):
+        if role in ("evaluator", "verifier", "scorer"):
             # The judged solution follows "Solution:" (first review) or "Revised solution:" (follow-up).
             said = last_boxed(_SOLUTION.search(text).group(1))
             right = (said == str(truth)) == (self.rng.random() < self.rates.judge)
