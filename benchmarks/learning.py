@@ -59,7 +59,7 @@ def summarize(res: dict, budget_s: float) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget-min", type=float, default=15.0)
-    ap.add_argument("--workflows", default="voting", help="comma-separated: single,voting,eval_opt,orch_workers")
+    ap.add_argument("--workflows", default="voting", help="comma-separated: single,voting,eval_opt,orch_workers,chain,debate")
     ap.add_argument("--only", choices=["isolated", "shared"])
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/rolecall-bench"))
     ap.add_argument("extra", nargs="*", help="extra `key=value` overrides passed to rolecall train")
