@@ -1,7 +1,6 @@
 """Shipped and user workflows run against a ScriptedEngine: turn structure, slots, fallbacks."""
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -14,43 +13,9 @@ from rolecall.workflows import (WORKFLOWS, Workflow, WorkflowError, build_workfl
                                 resolve_workflow_class)
 from rolecall.workflows.orch_workers import parse_strategies
 from rolecall.workflows.voting import majority_choice, parse_choice
+from workflow_helpers import PROBLEM, by_role, isolated, roles, run, slots
 
 REPO = Path(__file__).resolve().parents[1]
-PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
-
-
-def isolated(wf: Workflow) -> dict[str, str]:
-    """Route every role to a policy named after it, so scripts can tell roles apart."""
-    return {r: r for r in wf.roles}
-
-
-def by_role(**replies):
-    """A script answering by policy (= role under `isolated`); a list value is consumed in call order."""
-    iters = {k: iter(v) for k, v in replies.items() if isinstance(v, list)}
-
-    def script(req):
-        if req.policy in iters:
-            return next(iters[req.policy])
-        return replies[req.policy]
-    return script
-
-
-def run(name: str, script, *, options=None, problems=(PROBLEM,), group_size=1, routes=None):
-    wf = build_workflow(name, load_prompts("math"), options or {})
-    engine = ScriptedEngine(script)
-    eps = rollout(wf, list(problems), group_size, engine, routes or isolated(wf),
-                  lambda role: 32, 0.7)
-    return eps, engine
-
-
-def slots(ep):
-    return [t.slot for t in ep.turns]
-
-
-def roles(ep):
-    return [t.role for t in ep.turns]
-
-
 # --------------------------------------------------------------------------- registry
 
 
@@ -508,122 +473,3 @@ def test_orch_workers_scores_each_worker_for_pass_at_k():
     m = credit(eps, wf)
     assert m == {"orch_workers/pass_at_k": 0.5, "orch_workers/worker_acc": pytest.approx(1 / 6),
                  "orch_workers/synthesis_acc": 1.0}
-
-
-@pytest.mark.parametrize("estimator", sorted(__import__("rolecall.advantages", fromlist=["ESTIMATORS"]).ESTIMATORS))
-@pytest.mark.parametrize("name", sorted(WORKFLOWS))
-def test_every_estimator_trains_every_workflow(name, estimator):
-    """Scripted episodes of every shipped workflow, scored, through every estimator: one
-    finite advantage per turn, nonzero where the group's outcomes differ."""
-    from itertools import count
-
-    from rolecall.config import RewardCfg
-    from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import advantages, credit, score
-
-    calls = count()
-    # Alternate right and wrong answers so every group holds both outcomes.
-    eps, _ = run(name, lambda r: "\\boxed{42}" if next(calls) % 2 else "\\boxed{7}", group_size=4)
-    verifier = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, verifier)
-    finally:
-        verifier.close()
-    credit(eps, build_workflow(name, load_prompts("math"), {}))
-    turns, adv, m = advantages(eps, estimator, None)
-    assert len(adv) == len(turns) == sum(len(ep.turns) for ep in eps)
-    assert all(math.isfinite(a) for a in adv)
-    assert len({ep.reward for ep in eps}) > 1, "the script must give each group both outcomes"
-    assert any(a != 0 for a in adv), m
-
-
-def test_role_diagnostics_must_name_known_diagnostics():
-    class Judged(Workflow):
-        name, roles = "judged", ("judge",)
-        role_diagnostics = {"judge": ("verdict_form", "vibes")}
-
-    from rolecall.workflows import check_role_diagnostics
-
-    with pytest.raises(ValueError, match=r"role_diagnostics of 'judge' names unknown diagnostics \['vibes'\]"):
-        check_role_diagnostics(Judged({}))
-
-
-def test_voting_with_a_majority_vote_has_no_aggregator_role():
-    wf = build_workflow("voting", load_prompts("math"), {"aggregator": "majority", "n_voters": 3})
-    assert wf.roles == ("generator",)
-    answers = iter(["\\boxed{ 7 }", "\\boxed{42}", "\\boxed{7}"] * 2)
-    eps, engine = run("voting", lambda r: next(answers), options={"aggregator": "majority"}, routes={"generator": "g"})
-    (ep,) = eps
-    assert roles(ep) == ["generator"] * 3 and ep.final_answer == "\\boxed{ 7 }"  # whitespace inside a box is not a vote
-    assert [len(b) for b in engine.batches] == [3]
-    with pytest.raises(ValueError, match="'llm' or 'majority'"):
-        build_workflow("voting", load_prompts("math"), {"aggregator": "vote"})
-
-
-def test_routing_is_checked_against_the_roles_the_options_give():
-    from rolecall.config import ConfigError, load_config
-
-    cfg = load_config(None, ["workflow.options={aggregator: majority}"])
-    assert cfg.workflow.options == {"aggregator": "majority"}
-    with pytest.raises(ConfigError, match="aggregator"):
-        load_config(None, ["workflow.options={aggregator: majority}", "routing={generator: g, aggregator: a}"])
-    with pytest.raises(ConfigError, match="aggregator"):
-        load_config(None, ["workflow.options={aggregator: majority}", "rollout.max_new_tokens_by_role={aggregator: 8}"])
-
-
-class Panel(Workflow):
-    """n agents as n roles (agent0..agent{n-1}), each with its own policy if routed so."""
-
-    name = "panel"
-
-    def __init__(self, prompts=None, n_agents: int = 2) -> None:
-        self.roles = tuple(f"agent{i}" for i in range(n_agents))
-        super().__init__(prompts or {})
-
-    async def run(self, problem, team):
-        import asyncio
-
-        from rolecall.workflows import user
-
-        replies = await asyncio.gather(*(team.call(r, [user(problem.prompt)]) for r in self.roles))
-        return replies[-1]
-
-
-def test_roles_from_options_are_routed_per_instance():
-    from rolecall.policies.routing import build_routing
-
-    wf = Panel(n_agents=3)
-    routing = build_routing("isolated", wf.roles, None)
-    assert sorted(routing.adapters) == ["agent0", "agent1", "agent2"]
-    eps, _ = run_wf(wf, routing.routes)
-    assert [t.policy for t in eps[0].turns] == ["agent0", "agent1", "agent2"]
-    with pytest.raises(ValueError, match="agent2"):
-        build_routing({"agent0": "a", "agent1": "a"}, wf.roles, None)
-
-
-def run_wf(wf, routes):
-    engine = ScriptedEngine(lambda r: "\\boxed{1}")
-    return rollout(wf, [PROBLEM], 1, engine, routes, lambda role: 8, 0.7), engine
-
-
-def test_chain_is_generator_verifier_refiner_with_draft_metrics():
-    replies = {"generator": iter(["\\boxed{41}", "\\boxed{42}"]),
-               "verifier": iter(["\\boxed{Incorrect} off by one", "\\boxed{Incorrect} wrong"]),
-               "refiner": iter(["\\boxed{42}", "\\boxed{41}"])}
-    eps, engine = run("chain", lambda r: next(replies[r.policy]), group_size=2)
-    assert [roles(ep) for ep in eps] == [["generator", "verifier", "refiner"]] * 2
-    problem_msg, draft_msg, review_msg = engine.batches[2][0].messages
-    assert PROBLEM.prompt in problem_msg["content"] and draft_msg == {"role": "assistant", "content": "\\boxed{41}"}
-    assert review_msg["content"].startswith("Review: \\boxed{Incorrect} off by one")
-    from rolecall.config import RewardCfg
-    from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import score
-
-    v = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, v)
-    finally:
-        v.close()
-    assert [ep.reward for ep in eps] == [1.0, 0.0] and [ep.grades("drafts") for ep in eps] == [[0.0], [1.0]]
-    m = build_workflow("chain", load_prompts("math"), {}).metrics(eps)
-    assert m == {"chain/draft_acc": 0.5, "chain/fixed": 1.0, "chain/broken": 1.0, "chain/verdict_acc": 0.5}

@@ -1,0 +1,41 @@
+"""Helpers shared by the workflow tests: run a shipped workflow on a ScriptedEngine."""
+from __future__ import annotations
+
+from rolecall.engines.scripted import ScriptedEngine
+from rolecall.rollout import rollout
+from rolecall.types import Problem
+from rolecall.workflows import Workflow, build_workflow, load_prompts
+
+PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
+
+
+def isolated(wf: Workflow) -> dict[str, str]:
+    """Route every role to a policy named after it, so scripts can tell roles apart."""
+    return {r: r for r in wf.roles}
+
+
+def by_role(**replies):
+    """A script answering by policy (= role under `isolated`); a list value is consumed in call order."""
+    iters = {k: iter(v) for k, v in replies.items() if isinstance(v, list)}
+
+    def script(req):
+        if req.policy in iters:
+            return next(iters[req.policy])
+        return replies[req.policy]
+    return script
+
+
+def run(name: str, script, *, options=None, problems=(PROBLEM,), group_size=1, routes=None):
+    wf = build_workflow(name, load_prompts("math"), options or {})
+    engine = ScriptedEngine(script)
+    eps = rollout(wf, list(problems), group_size, engine, routes or isolated(wf),
+                  lambda role: 32, 0.7)
+    return eps, engine
+
+
+def slots(ep):
+    return [t.slot for t in ep.turns]
+
+
+def roles(ep):
+    return [t.role for t in ep.turns]
