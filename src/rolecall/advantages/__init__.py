@@ -32,7 +32,7 @@ def get_estimator(name: str, options: dict[str, Any] | None = None) -> Estimator
         raise ValueError(f"unknown advantage estimator {name!r}; allowed: {sorted(ESTIMATORS)}") from None
     if not options:
         return est
-    allowed = {f.name: f for f in dataclasses.fields(est) if f.name not in _FIXED}
+    allowed = estimator_options(name)
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"algo.estimator_options: unknown option(s) {unknown} for {name!r}; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_EPS = 1e-6
@@ -80,3 +81,23 @@ def group_normalize(
 ) -> tuple[list[float], dict[str, float]]:
     """A = (r - mean_g) / (unbiased std_g + eps) over the scorable members of each group."""
     return grouped(rewards_N, group_ids_N, lambda v: zscore(v, eps))
+
+
+def positive_option(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"algo.estimator_options.{name}: must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GroupShaped:
+    """An estimator that turns each group's scorable rewards into advantages on its own
+    (`shape`), through `grouped`: subclasses give `name`, maybe `default_group_by`, `shape`."""
+
+    name: str = ""
+    default_group_by: str = "slot"
+
+    def shape(self, values: list[float]) -> list[float]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def compute(self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
+        return grouped(rewards_N, group_ids_N, self.shape)

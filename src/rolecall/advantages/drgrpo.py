@@ -7,21 +7,15 @@ right or all wrong), a difficulty bias; A = r - mean(group) keeps the reward's s
 from __future__ import annotations
 
 import statistics
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import grouped
-
-
-def _centre(values: list[float]) -> list[float]:
-    mean = statistics.fmean(values)
-    return [r - mean for r in values]
+from rolecall.advantages.base import GroupShaped
 
 
 @dataclass(frozen=True)
-class DrGRPO:
+class DrGRPO(GroupShaped):
     name: str = "drgrpo"
-    default_group_by: str = "slot"
 
-    def compute(self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
-        return grouped(rewards_N, group_ids_N, _centre)
+    def shape(self, values: list[float]) -> list[float]:
+        mean = statistics.fmean(values)
+        return [r - mean for r in values]

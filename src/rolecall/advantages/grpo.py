@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import DEFAULT_EPS, group_normalize
+from rolecall.advantages.base import DEFAULT_EPS, GroupShaped, group_normalize, positive_option, zscore
 
 
 def compute(
@@ -22,19 +22,15 @@ def compute(
 
 
 @dataclass(frozen=True)
-class GRPO:
-    """`eps` must be > 0: it keeps a group whose rewards barely differ from exploding."""
-    """Registry entry for GRPO; `eps` is the std floor used in the denominator."""
+class GRPO(GroupShaped):
+    """Registry entry for GRPO; `eps` (> 0) is the std floor in the denominator, which keeps a
+    group whose rewards barely differ from exploding."""
 
     name: str = "grpo"
-    default_group_by: str = "slot"
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        if not self.eps > 0:
-            raise ValueError(f"algo.estimator_options.eps: must be > 0, got {self.eps!r}")
+        positive_option("eps", self.eps)
 
-    def compute(
-        self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]
-    ) -> tuple[list[float], dict[str, float]]:
-        return compute(rewards_N, group_ids_N, eps=self.eps)
+    def shape(self, values: list[float]) -> list[float]:
+        return zscore(values, self.eps)

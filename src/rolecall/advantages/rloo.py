@@ -7,21 +7,15 @@ an unbiased baseline since it does not depend on sample i. A constant group gets
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import grouped
-
-
-def _leave_one_out(values: list[float]) -> list[float]:
-    total, k = sum(values), len(values)
-    return [r - (total - r) / (k - 1) for r in values]
+from rolecall.advantages.base import GroupShaped
 
 
 @dataclass(frozen=True)
-class RLOO:
+class RLOO(GroupShaped):
     name: str = "rloo"
-    default_group_by: str = "slot"
 
-    def compute(self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
-        return grouped(rewards_N, group_ids_N, _leave_one_out)
+    def shape(self, values: list[float]) -> list[float]:
+        total, k = sum(values), len(values)
+        return [r - (total - r) / (k - 1) for r in values]

@@ -16,10 +16,9 @@ the contrast between high and low ranks; the paper's default is 0.5.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import DEFAULT_EPS, grouped, zscore
+from rolecall.advantages.base import DEFAULT_EPS, GroupShaped, positive_option, zscore
 
 _NORMAL = statistics.NormalDist()
 
@@ -46,17 +45,14 @@ def softrank(values: list[float], tau: float = 0.5, eps: float = DEFAULT_EPS) ->
 
 
 @dataclass(frozen=True)
-class SoftRank:
+class SoftRank(GroupShaped):
     name: str = "softrank"
-    default_group_by: str = "slot"
     tau: float = 0.5
     eps: float = DEFAULT_EPS
 
     def __post_init__(self) -> None:
-        if not self.tau > 0:
-            raise ValueError(f"algo.estimator_options.tau: must be > 0, got {self.tau!r}")
-        if not self.eps > 0:
-            raise ValueError(f"algo.estimator_options.eps: must be > 0, got {self.eps!r}")
+        positive_option("tau", self.tau)
+        positive_option("eps", self.eps)
 
-    def compute(self, rewards_N: Sequence[float | None], group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
-        return grouped(rewards_N, group_ids_N, lambda v: softrank(v, self.tau, self.eps))
+    def shape(self, values: list[float]) -> list[float]:
+        return softrank(values, self.tau, self.eps)
