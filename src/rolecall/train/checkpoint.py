@@ -193,14 +193,16 @@ def _step_of(path: Path) -> int | None:
     return int(m.group(1)) if m and path.is_dir() else None
 
 
-def _complete_steps(root: Path) -> list[tuple[int, Path]]:
+def _complete_steps(root: Path, checksums: bool = True) -> list[tuple[int, Path]]:
     """Complete `step_N` directories, oldest first."""
     steps = [(_step_of(p), p) for p in root.iterdir()] if root.is_dir() else []
-    return sorted((s, p) for s, p in steps if s is not None and is_complete(p))
+    return sorted((s, p) for s, p in steps if s is not None and damage(p, checksums) is None)
 
 
 def _retain(root: Path, keep_last: int) -> None:
-    for _, p in _complete_steps(root)[:-keep_last]:
+    # Sizes only: retention runs at every save, and re-hashing every kept checkpoint there
+    # would read them all back each time; checksums are checked where a checkpoint is used.
+    for _, p in _complete_steps(root, checksums=False)[:-keep_last]:
         _discard(p)
 
 
@@ -225,12 +227,12 @@ def _manifest(path: Path) -> dict | None:
     return m if isinstance(m, dict) and isinstance(m.get("files"), dict) else None
 
 
-def damage(path: Path) -> str | None:
+def damage(path: Path, checksums: bool = True) -> str | None:
     """What is wrong with the checkpoint directory `path`, naming the file; None when it is sound.
 
     Sound: every file the manifest lists is there with its size and (checkpoints written since
-    checksums were added) its SHA-256. A directory from before manifests counts if it has the
-    trainer state and every adapter's files.
+    checksums were added, unless `checksums` is False) its SHA-256. A directory from before
+    manifests counts if it has the trainer state and every adapter's files.
     """
     if not path.is_dir():
         return "the directory is missing"
@@ -256,7 +258,7 @@ def damage(path: Path) -> str | None:
         if actual != size:
             how = "truncated" if actual < size else "grown"
             return f"{rel} is {actual} bytes, the manifest says {size} ({how})"
-        if rel in sums and _sha256(f) != sums[rel]:
+        if checksums and rel in sums and _sha256(f) != sums[rel]:
             return f"{rel} does not match its SHA-256 in the manifest (altered after the save)"
     return None
 
