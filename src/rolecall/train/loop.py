@@ -273,9 +273,9 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
     def val_due(step: int) -> bool:
         return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
-    point = None
+    point, logged = None, 0
     if resume:  # damaged checkpoints and logs are evidence: refuse before anything loads or changes
-        run.check_logs()
+        logged = max((r["step"] for r in run.check_logs()), default=0)
         point = resume_point(run.path)
         if point.damaged_newer and not skip_damaged:
             raise CheckpointDamaged(point.refusal(run.path))
@@ -298,7 +298,6 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
                 dest = set_aside(run.path, point, (run.metrics, run.samples, run.val_samples))
                 notify(f"moved damaged {', '.join(p.name for p, _ in point.damaged_newer)} to {dest} "
                        f"(with a copy of metrics and samples as they were); resuming from step {start}")
-            logged = max((r["step"] for r in run.rows()), default=0)
             if logged > start:
                 notify(f"resuming from step {start}: steps {start + 1}-{logged}, logged after that checkpoint, "
                        "are run again")
@@ -308,10 +307,11 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             notify(f"the run is already at step {start} of train.steps={cfg.train.steps}: nothing to train "
                    "(pass --steps N to go further)")
         run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
-        if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # after truncation: the monitor replays exactly what the run keeps
+        kept = run.rows()  # after truncation: what the run keeps
+        if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # the monitor replays exactly that
             monitor = build_monitor(cfg, stack.routing)
-            monitor.restore(run.rows())
-        if val_due(start) and not any(r.get("step") == start and "val/accuracy" in r for r in run.rows()):
+            monitor.restore(kept)
+        if val_due(start) and not any(r["step"] == start and "val/accuracy" in r for r in kept):
             validation(start)  # also the one a stop on a signal skipped
         skipped, nonfinite = 0, NonFiniteStreak(cfg.train.max_nonfinite_steps)
         saved_at = start

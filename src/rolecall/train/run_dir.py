@@ -122,11 +122,13 @@ class RunDir:
             return []
         return [row for _, row in _read_lines(self.metrics)]
 
-    def check_logs(self) -> None:
-        """Raise `RunLogDamaged` naming the first bad line of any log, before a resume touches them."""
-        for f in (self.metrics, self.samples, self.val_samples):
+    def check_logs(self) -> list[dict]:
+        """Raise `RunLogDamaged` naming the first bad line of any log, before a resume touches
+        them; returns the metrics rows (read once here, not again by the caller)."""
+        for f in (self.samples, self.val_samples):
             if f.exists():
                 _read_lines(f)
+        return self.rows()
 
     def truncate_after(self, step: int) -> None:
         """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
