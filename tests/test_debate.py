@@ -110,6 +110,35 @@ def test_a_scorer_role_annotates_the_peers():
     assert "2: \\boxed{7} (checked: incorrect)" in agent1_round1
 
 
+def test_the_run_verifier_annotates_the_peers_in_one_batch_per_round():
+    """peer_scores: verifier grades each answer during the episode (no LLM turn): one batched
+    check per round, served before the next round's model calls."""
+    calls, checked = [], []
+
+    def script(req):
+        calls.append(req.messages[-1]["content"])
+        return "\\boxed{7}" if len(calls) == 1 else "\\boxed{42}"
+
+    def check(texts, problems):
+        checked.append(list(texts))
+        return [1.0 if "42" in t else (None if "?" in t else 0.0) for t in texts]
+
+    wf = build_workflow("debate", load_prompts("math"), {"n_agents": 2, "rounds": 3, "peer_scores": "verifier"})
+    assert wf.roles == ("debater",)
+    (ep,) = rollout(wf, [PROBLEM], 1, ScriptedEngine(script), {"debater": "debater"}, lambda r: 16, 1.0,
+                    check=check)
+    assert [t.role for t in ep.turns] == ["debater"] * 6
+    assert checked == [["\\boxed{7}", "\\boxed{42}"], ["\\boxed{42}", "\\boxed{42}"]]
+    assert "2: \\boxed{7} (checked: incorrect)" in calls[3]  # agent1, round 1, sees agent0's wrong draft
+    assert "2: \\boxed{42} (checked: correct)" in calls[2]
+
+
+def test_team_check_without_a_verifier_names_the_problem():
+    wf = build_workflow("debate", load_prompts("math"), {"n_agents": 2, "rounds": 2, "peer_scores": "verifier"})
+    with pytest.raises(Exception, match="no verifier"):
+        rollout(wf, [PROBLEM], 1, ScriptedEngine(lambda r: "\\boxed{42}"), {"debater": "debater"}, lambda r: 16, 1.0)
+
+
 @pytest.mark.parametrize("option, value", [("agents", "crowd"), ("peer_scores", "oracle"), ("gamma", -1),
                                            ("alpha_correct", "high"), ("n_agents", 0)])
 def test_bad_options_are_named(option, value):

@@ -15,16 +15,23 @@ last reply after the budget but needs no further call still finishes normally. T
 waiting for a wave counts, since the episode is waiting on it. Only cooperative code can be
 cut: a workflow looping between awaits (`await asyncio.sleep(0)`) is, but one blocking the
 event loop without awaiting (a pure CPU loop) cannot be interrupted in-process.
+
+`await team.check(text)` grades a text with the run's verifier *during* the episode (a
+debate showing each agent its peers' scores): checks are batched like model calls, one
+`check(texts, problems)` per wave, served before that wave's generation.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from rolecall.engines.base import Engine, GenRequest
 from rolecall.types import Episode, Problem, Reply, Turn
 from rolecall.workflows.base import Message, Workflow, WorkflowError, describe_failure
+
+# Grades texts against their problems now: a value per text, None where unscorable.
+Check = Callable[[Sequence[str], Sequence[Problem]], list[float | None]]
 
 
 class _Waves:
@@ -32,12 +39,32 @@ class _Waves:
 
     def __init__(self) -> None:
         self.pending: list[tuple[GenRequest, asyncio.Future, Episode]] = []
+        self.checks: list[tuple[str, asyncio.Future, Episode]] = []
         self.served = 0  # number of the wave whose results are being handed out
 
     def submit(self, req: GenRequest, episode: Episode) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
         self.pending.append((req, fut, episode))
         return fut
+
+    def submit_check(self, text: str, episode: Episode) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.checks.append((text, fut, episode))
+        return fut
+
+    def serve_checks(self, check: Check | None) -> None:
+        live = [(t, f, ep) for t, f, ep in self.checks if not (f.cancelled() or ep.info.get("timed_out"))]
+        self.checks = []
+        if not live:
+            return
+        if check is None:
+            err = RuntimeError("team.check: this rollout has no verifier to check with")
+            for _, fut, _ in live:
+                fut.set_exception(err)
+            return
+        values = check([t for t, _, _ in live], [ep.problem for _, _, ep in live])
+        for (_, fut, _), v in zip(live, values, strict=True):
+            fut.set_result(v)
 
 
 class EpisodeTeam:
@@ -67,6 +94,11 @@ class EpisodeTeam:
         turn.logprobs, turn.finish_reason = out.logprobs, out.finish_reason
         turn.wave = self.waves.served
         return Reply(out.completion_text, index)
+
+    async def check(self, text: str) -> float | None:
+        if not isinstance(text, str):
+            raise TypeError(f"team.check: expected the text to check, got {type(text).__name__}")
+        return await self.waves.submit_check(str(text), self.episode)
 
     def grade(self, text: str, name: str = "graded", *, reward: bool = False) -> None:
         if not isinstance(text, str):
@@ -99,10 +131,10 @@ def _checked_copy(messages: list[Message], role: str) -> list[Message]:
 async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
     # Workflows are pure Python between model calls, so a few idle loop passes with no
     # new call and no finished task mean every live episode is blocked on the engine.
-    stable, seen = 0, (-1, -1)
+    stable, seen = 0, (-1, -1, -1)
     while stable < 2:
         await asyncio.sleep(0)
-        now = (len(waves.pending), sum(t.done() for t in tasks))
+        now = (len(waves.pending), len(waves.checks), sum(t.done() for t in tasks))
         stable = stable + 1 if now == seen else 0
         seen = now
 
@@ -110,7 +142,7 @@ async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
 async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], engine: Engine,
                    routes: Mapping[str, str], max_new_tokens: Callable[[str], int],
                    temperature: float, on_wave: Callable[[int], None] | None,
-                   episode_timeout_s: float | None) -> list[Episode]:
+                   episode_timeout_s: float | None, check: Check | None) -> list[Episode]:
     waves = _Waves()
     episodes = [Episode(problem=p, sample=g, group=k) for p, g, k in jobs]
     started: dict[int, float] = {}  # episode index -> monotonic start time
@@ -133,6 +165,7 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
             await _settle(waves, tasks)
             if episode_timeout_s is not None:
                 _cut_overdue(tasks, episodes, started, episode_timeout_s)
+            waves.serve_checks(check)
             batch = [(r, f) for r, f, ep in waves.pending if not (f.cancelled() or ep.info.get("timed_out"))]
             waves.pending = []
             if not batch:
@@ -166,11 +199,12 @@ def _cut_overdue(tasks: list[asyncio.Task], episodes: list[Episode], started: di
 def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engine: Engine,
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
             on_wave: Callable[[int], None] | None = None,
-            episode_timeout_s: float | None = None) -> list[Episode]:
+            episode_timeout_s: float | None = None, check: Check | None = None) -> list[Episode]:
     """Episodes for every (problem, sample), ordered problem-major: index = p * G + g.
 
-    `episode_timeout_s` is each episode's wall-clock budget (see the module docstring).
+    `episode_timeout_s` is each episode's wall-clock budget; `check` serves `team.check`
+    (see the module docstring).
     """
     jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
     return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave,
-                                episode_timeout_s))
+                                episode_timeout_s, check))

@@ -37,7 +37,7 @@ from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir, hold
 from rolecall.train.stop import StopRequest, TrainingStopped
 from rolecall.train.sinks import build_sinks
-from rolecall.train.stages import advantages, credit, score
+from rolecall.train.stages import advantages, checker, credit, score
 from rolecall.train.optim import PolicyOptim, build_optimizers
 from rolecall.train.update import update_policies
 from rolecall.types import Episode, Problem
@@ -153,7 +153,8 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int) -> list[Episode]:
     torch.manual_seed(seed)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
-                   stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s)
+                   stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
+                   check=checker(stack.verifier))
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:

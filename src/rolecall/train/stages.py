@@ -45,6 +45,14 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     return {f"reward/status_{k}": v / n for k, v in status.items()}
 
 
+def checker(verifier: Verifier):
+    """`team.check` for a rollout: the verifier's values now, None where unscorable or non-finite."""
+    def check(texts, problems) -> list[float | None]:
+        return [None if s.value is None or _nonfinite(s.value) else s.value
+                for s in verifier.score_many(list(texts), list(problems))]
+    return check
+
+
 def _nonfinite(value: float | None) -> bool:
     """NaN or +-Inf; None (unscorable) is a missing value, not a non-finite one."""
     return value is not None and not math.isfinite(value)

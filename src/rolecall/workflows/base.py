@@ -41,6 +41,7 @@ class Team(Protocol):
         team.grade(reply, "drafts")                 # graded by the run's verifier: episode.grades("drafts")
         team.grade(reply, "drafts", reward=True)    # ... and that grade is this turn's reward
         team.reward(reply, 0.0)                     # a reward of your own for this turn
+        score = await team.check(reply)             # the verifier's score now, to show a peer (None: unscorable)
 
     Rewards that need every grade first (a discounted future, a peer's outcome) come from
     `Workflow.turn_rewards(episode)`, which runs after scoring and overrides the above.
@@ -50,6 +51,8 @@ class Team(Protocol):
     info: dict[str, Any]
 
     async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply: ...
+
+    async def check(self, text: str) -> float | None: ...
 
     def grade(self, text: str, name: str = "graded", *, reward: bool = False) -> None: ...
 

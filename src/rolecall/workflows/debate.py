@@ -2,8 +2,10 @@
 
 From "MAPoRL: Multi-Agent Post-Co-Training for Collaborative Large Language Models with
 Reinforcement Learning". Round 0: every agent answers the problem on its own. Rounds 1..R-1:
-every agent sees its own previous answer and its peers' (optionally with a scorer's verdict
-on each) and answers again. The final answer is the majority of the last round's boxed
+every agent sees its own previous answer and its peers' and answers again. `peer_scores`
+adds a verdict after each peer's answer: `verifier` from the run's outcome grader (a score
+>= 0.5 reads "checked: correct"), `scorer` from a scorer role of the run (an LLM, trainable),
+`none` (default) shows the answers bare. The final answer is the majority of the last round's boxed
 answers (ties: the lowest agent). Every (round t, agent a) answer is graded by the run's
 verifier (s_{t,a}; `team.grade`, name `answers`) and rewarded on its own turn with the
 discounted future mean of the scores,
@@ -88,8 +90,8 @@ class Debate(Workflow):
         self.rounds = positive_int_option("rounds", rounds)
         if agents not in ("slots", "roles"):
             raise ValueError(f"workflow.options.agents must be 'slots' or 'roles', got {agents!r}")
-        if peer_scores not in ("none", "scorer"):
-            raise ValueError(f"workflow.options.peer_scores must be 'none' or 'scorer', got {peer_scores!r}")
+        if peer_scores not in ("none", "scorer", "verifier"):
+            raise ValueError(f"workflow.options.peer_scores must be 'none', 'scorer' or 'verifier', got {peer_scores!r}")
         for key, value in (("gamma", gamma), ("alpha_correct", alpha_correct), ("alpha_persuade", alpha_persuade),
                            ("alpha_abandon", alpha_abandon), ("alpha_misled", alpha_misled)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -125,12 +127,17 @@ class Debate(Workflow):
         return table[-1][majority_choice(table[-1]) - 1]
 
     async def _scores(self, team: Team, problem: Problem, answers: list[Reply]) -> list[str]:
-        if self.peer_scores != "scorer":
+        """The note shown after each peer's answer: the scorer's verdict, the verifier's, or none."""
+        if self.peer_scores == "none":
             return [""] * len(answers)
-        verdicts = await asyncio.gather(*(team.call("scorer", [user(self.render(
-            "scorer", problem=problem.prompt, solution=a.strip()))], slot="scorer") for a in answers))
-        return [{True: " (checked: correct)", False: " (checked: incorrect)"}.get(first_verdict(v), "")
-                for v in verdicts]
+        if self.peer_scores == "verifier":
+            values = await asyncio.gather(*(team.check(a) for a in answers))
+            verdicts = [None if v is None else v >= 0.5 for v in values]
+        else:
+            replies = await asyncio.gather(*(team.call("scorer", [user(self.render(
+                "scorer", problem=problem.prompt, solution=a.strip()))], slot="scorer") for a in answers))
+            verdicts = [first_verdict(v) for v in replies]
+        return [{True: " (checked: correct)", False: " (checked: incorrect)"}.get(v, "") for v in verdicts]
 
     @staticmethod
     def _peers(answers: list[Reply], notes: list[str], a: int) -> str:
