@@ -111,3 +111,24 @@ def test_dry_run_without_data_path_names_the_field(tiny_model_dir):
     res = CliRunner().invoke(app, ["train", str(PAPER / "math-voting-sp.yaml"), f"model.path={tiny_model_dir}",
                                    "--dry-run"])
     assert res.exit_code == 2 and "data.path" in res.output
+
+
+MAPORL = PAPER / "maporl"
+
+
+@pytest.mark.parametrize("name, routing", [("gsm8k-debate-cotrained", "isolated"),
+                                           ("gsm8k-debate-frozen-peers", {"agent0": "learner", "agent1": "base",
+                                                                          "agent2": "base"})])
+def test_maporl_debate_presets_differ_only_in_who_trains(name, routing, tmp_path, tiny_model_dir):
+    """Co-trained vs one trained debater against frozen peers: the same debate, one switch."""
+    cfg = load_config(MAPORL / f"{name}.yaml", [f"data.path={tmp_path / 'rows.jsonl'}"])
+    assert cfg.workflow.name == "debate" and cfg.data.format == "gsm8k"
+    assert cfg.workflow.options["gamma"] == 0.3 and cfg.workflow.options["agents"] == "roles"
+    assert cfg.routing == routing
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {i}+{i}?", "answer": f"{i}+{i}\n#### {2 * i}"}) + "\n"
+                            for i in range(20)))
+    res = CliRunner().invoke(app, ["train", str(MAPORL / f"{name}.yaml"), f"model.path={tiny_model_dir}",
+                                   f"data.path={data}", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "preflight ok" in res.output and '"train_problems": 18' in res.output
