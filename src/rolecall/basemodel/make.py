@@ -17,6 +17,7 @@ import torch
 
 from rolecall.basemodel.tokenizer import build_tokenizer
 from rolecall.basemodel.transcripts import OracleEngine, OracleRates
+from rolecall.basemodel.wordings import role_function_examples
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.workflows import build_workflow, load_prompts
@@ -27,11 +28,16 @@ from rolecall.workflows import build_workflow, load_prompts
 # 1 % validation accuracy, leaving RL nothing to learn from. Three times their transcripts
 # alone reached 12.5 % and 5 %; adding packed copy and verdict facts (`_fact`) reached 39.5 %
 # and 25 % (single 58.5 %, voting 57.5 %).
-EPISODE_WEIGHT = {"eval_opt": 3, "orch_workers": 3}  # transcripts, as a multiple of episodes_per_workflow
-# The workflows whose oracle transcripts the shipped model was pretrained on. Listed, not
-# taken from the registry, so a new workflow does not silently change what make-base
-# builds: the shipped weights stay reproducible byte for byte until it is rebuilt.
-PRETRAINED = ("eval_opt", "orch_workers", "single", "voting")
+#
+# The workflows (with options) whose oracle transcripts the shipped model was pretrained on,
+# and how many episodes of each, as a multiple of episodes_per_workflow. Listed, not taken
+# from the registry, so a new workflow does not silently change what make-base builds: the
+# shipped weights stay reproducible byte for byte until it is rebuilt. A debate plays 9
+# turns an episode (3 agents x 3 rounds), so it needs fewer episodes; half of its episodes
+# show each peer's answer with a scorer's verdict after it.
+PRETRAINED: tuple[tuple[str, dict, float], ...] = (
+    ("chain", {}, 1), ("debate", {}, 0.15), ("debate", {"peer_scores": "scorer"}, 0.15),
+    ("eval_opt", {}, 3), ("orch_workers", {}, 3), ("single", {}, 1), ("voting", {}, 1))
 COPY_FACTS = 0.15  # share of packed facts of each of the two non-sum kinds (see `_fact`)
 
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
@@ -53,19 +59,24 @@ def build_model(tok, seed: int):
 
 
 def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: OracleRates,
-                seed: int) -> list[tuple[list[int], int]]:
-    """(token ids, prompt length) for every turn of oracle-played episodes of every workflow."""
+                seed: int, role_functions: int = 0) -> list[tuple[list[int], int]]:
+    """(token ids, prompt length) for every turn of oracle-played episodes of every workflow,
+    plus `role_functions` generic role turns in varied wordings."""
     rng = random.Random(seed)
     render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     engine = OracleEngine(rates, rng, render)
     train = task.train()
     prompts = load_prompts("math")
-    for name in PRETRAINED:
-        wf = build_workflow(name, prompts, {})
-        problems = [train[rng.randrange(len(train))] for _ in range(episodes_per_workflow * EPISODE_WEIGHT.get(name, 1))]
+    for name, options, weight in PRETRAINED:
+        wf = build_workflow(name, prompts, options)
+        problems = [train[rng.randrange(len(train))] for _ in range(int(episodes_per_workflow * weight))]
         rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
+    examples = list(engine.examples)
+    # The same functions in many wordings (see `wordings`): users' own prompts must work too.
+    examples += [(render(msgs), completion)
+                 for msgs, completion, _ in role_function_examples(train, role_functions, rates, seed + 3)]
     out = []
-    for prompt, completion in engine.examples:
+    for prompt, completion in examples:
         p = tok(prompt, add_special_tokens=False)["input_ids"]
         c = tok(completion + tok.eos_token, add_special_tokens=False)["input_ids"]
         out.append((p + c, len(p)))
@@ -149,7 +160,7 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
 
 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
-              seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000,
+              seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 12000,
               rates: OracleRates = OracleRates(), progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a numbered list
     and stamping verdicts, see `_fact`). Phase 2: one pass
@@ -160,7 +171,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     task = ArithmeticTask()
     rng = random.Random(seed)
     phase1 = [packed_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
-    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed))
+    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions))
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     plan = phase1 + _batches(mix, batch, rng)
@@ -190,6 +201,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     info = {"fact_steps": fact_steps, "steps": steps, "batch": batch, "lr": lr, "seed": seed,
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
-            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow, "episode_weight": EPISODE_WEIGHT}
+            "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
+            "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info

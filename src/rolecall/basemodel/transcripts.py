@@ -78,8 +78,9 @@ class OracleEngine:
             return f"\\boxed{{{self._select(truth, text)}}}"
         if role == "synthesizer":
             k = self._select(truth, text)
-            listed = [c for _, c in _LISTED.findall(text)]
-            return listed[k - 1] if k <= len(listed) else self._answer(truth)
+            listed = [last_boxed(c) for _, c in _LISTED.findall(text)]
+            # The pick's answer only: a listed line may carry a peer's score note after it.
+            return f"\\boxed{{{listed[k - 1]}}}" if k <= len(listed) and listed[k - 1] else self._answer(truth)
         if role == "orchestrator":
             n = int(re.search(r"List (\d+)", text).group(1))
             picks = self.rng.sample(STRATEGIES, min(n, len(STRATEGIES)))
