@@ -32,16 +32,19 @@ def run(workflow: str, routing: str, out: Path, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / f"{workflow}.yaml"), f"routing={routing}",
            "--out", str(out), *extra]
     t0 = time.time()
-    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    # From the repository root: a user workflow config names `examples.<module>:<Class>`.
+    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
     wall = time.time() - t0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    # Which base weights the run started from: a rebuilt embedded model starts elsewhere.
+    weights = json.loads((out / "fingerprint.json").read_text())["model"].get("weights")
     val = [(r["step"], r["time/elapsed_s"], r["val/accuracy"]) for r in rows if "val/accuracy" in r]
     steps = [r for r in rows if "time/step_s" in r]
     opt = {k.split("/")[1]: v for k, v in (steps[-1] if steps else {}).items() if k.endswith("/optimizer_steps")}
     chi2_later = [r.get("policy/generator/chi2_token_mb1") for r in steps]
     return {"workflow": workflow, "routing": routing,
             "command": "rolecall train " + " ".join(cmd[4:]).replace(str(HERE.parent) + "/", ""),
-            "wall_s": round(wall, 1), "optimizer_steps_per_iteration": opt,
+            "wall_s": round(wall, 1), "base_weights": weights, "optimizer_steps_per_iteration": opt,
             "max_chi2_token_mb1_generator": max((x for x in chi2_later if x is not None), default=None),
             "val_curve": [{"step": s, "elapsed_s": e, "accuracy": a} for s, e, a in val],
             "base_accuracy": val[0][2]}

@@ -36,6 +36,8 @@ METHOD_KEYS = ("workflow.name", "workflow.options", "routing", "policies")
 
 def is_method_key(key: str) -> bool:
     return key == "workflow" or any(key == m or key.startswith(m + ".") for m in METHOD_KEYS)
+
+
 CONTROL_OVERRIDES = {"workflow.name": "single", "workflow.options": {}, "routing": "isolated"}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 
