@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from rolecall.basemodel.transcripts import OracleRates
 from rolecall.basemodel.wordings import FUNCTIONS, STRATEGIES, role_function_examples
 from rolecall.parsing import last_boxed
@@ -69,14 +71,22 @@ def test_wordings_vary():
     assert len(firsts) > 400
 
 
-def test_the_held_out_user_workflow_wording_is_never_generated():
-    """examples/two_solvers.py is the new user's workflow the learning benchmark tries: its
-    sentences must not be in the pretraining data, or the benchmark would prove nothing."""
-    spec = importlib.util.spec_from_file_location("two_solvers", REPO / "examples" / "two_solvers.py")
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["two_solvers"] = mod
+    sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)
-    phrases = [p.strip() for t in mod.PROMPTS.values() for p in re.split(r"\$\w+|\n", t) if len(p.strip()) > 8]
+    return mod
+
+
+@pytest.mark.parametrize("path, prompts", [("examples/two_solvers.py", "PROMPTS"),
+                                           ("benchmarks/held_out_workflows.py", "CRITIC_PROMPTS"),
+                                           ("benchmarks/held_out_workflows.py", "VOTE_PROMPTS")])
+def test_the_held_out_user_workflow_wording_is_never_generated(path, prompts):
+    """The users' workflows the learning benchmark tries: their sentences must not be in the
+    pretraining data, or the benchmark would prove nothing."""
+    templates = getattr(_module(REPO / path), prompts)
+    phrases = [p.strip() for t in templates.values() for p in re.split(r"\$\w+|\n", t) if len(p.strip()) > 8]
     assert phrases
     corpus = "\n".join(m["content"] for msgs, _, _ in _examples(6000) for m in msgs)
     for phrase in phrases:

@@ -130,3 +130,58 @@ def test_chain_is_generator_verifier_refiner_with_draft_metrics():
     assert [ep.reward for ep in eps] == [1.0, 0.0] and [ep.grades("drafts") for ep in eps] == [[0.0], [1.0]]
     m = build_workflow("chain", load_prompts("math"), {}).metrics(eps)
     assert m == {"chain/draft_acc": 0.5, "chain/fixed": 1.0, "chain/broken": 1.0, "chain/verdict_acc": 0.5}
+
+
+def _scored_chain(options, group_size=4):
+    from rolecall.config import RewardCfg
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.train.stages import credit, score
+
+    # drafts right, wrong, right, wrong; verdicts always "Correct"; finals wrong, right, right, wrong
+    replies = {"generator": iter(["\\boxed{42}", "\\boxed{7}", "\\boxed{42}", "\\boxed{7}"]),
+               "verifier": iter(["\\boxed{Correct} ok"] * 4),
+               "refiner": iter(["\\boxed{7}", "\\boxed{42}", "\\boxed{42}", "\\boxed{7}"])}
+    eps, _ = run("chain", lambda r: next(replies[r.policy]), options=options, group_size=group_size)
+    wf = build_workflow("chain", load_prompts("math"), options)
+    v = build_verifier(RewardCfg(math_checker="strict"))
+    try:
+        score(eps, v)
+    finally:
+        v.close()
+    credit(eps, wf)
+    return eps
+
+
+def _advantages_by_role(eps, estimator, group_by=None):
+    from rolecall.train.stages import advantages
+
+    turns, adv, _ = advantages(eps, estimator, group_by)
+    out = {}
+    for t, a in zip(turns, adv):
+        out.setdefault(t.role, []).append(round(float(a), 6))
+    return out
+
+
+def test_chain_per_role_credit_pays_each_agent_for_its_own_job():
+    eps = _scored_chain({"credit": "per_role"})
+    rewards = [[ep.info["turn_rewards"].get(t.index, ep.reward) if "turn_rewards" in ep.info else None
+                for t in ep.turns] for ep in eps]
+    # generator: its draft's grade; verifier: "Correct" matches a right draft only; refiner: outcome
+    assert rewards == [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
+
+
+def test_chain_estimators_agree_under_outcome_credit_and_differ_under_per_role_credit():
+    """With one call per role, agent-wise and slot-grouped GRPO form the same groups: identical
+    advantages under any credit. Under the outcome broadcast, pooling every role's turns sees
+    each reward three times: the same signs, scaled only by the sample-std correction. Per-role
+    credit gives each agent its own reward distribution, and pooling them changes the signs."""
+    eps = _scored_chain({})
+    agentwise = _advantages_by_role(eps, "agentwise")
+    assert agentwise == _advantages_by_role(eps, "grpo")
+    pooled = _advantages_by_role(eps, "grpo", "episode")
+    for role in agentwise:
+        ratio = [p / a for p, a in zip(pooled[role], agentwise[role])]
+        assert max(ratio) - min(ratio) < 1e-4 and ratio[0] > 0
+    eps = _scored_chain({"credit": "per_role"})
+    assert _advantages_by_role(eps, "agentwise") == _advantages_by_role(eps, "grpo")
+    assert _advantages_by_role(eps, "agentwise") != _advantages_by_role(eps, "grpo", "episode")

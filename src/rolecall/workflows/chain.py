@@ -5,8 +5,16 @@ Reinforcement Learning for Multi-Agent LLM Systems", whose agent-wise normalisat
 trains with; `algo.estimator=agentwise`): the generator drafts a solution, the verifier
 critiques the draft without solving the problem (with a `\\boxed{Correct}` or
 `\\boxed{Incorrect}` verdict), and the refiner, reading the problem and the draft as a
-conversation followed by the critique, writes the final answer. Every turn gets the outcome reward (the paper's
-default); the draft is graded too (`team.grade`, name `drafts`) so the metrics can tell a
+conversation followed by the critique, writes the final answer.
+
+Credit (`credit` option): `outcome` (default, the paper's rule) gives every turn the final
+answer's reward; `per_role` rewards each agent for its own job — the generator its draft's
+grade, the verifier 1 when its verdict matches that grade (0 when it does not or is
+unparseable, unscorable when the draft is), the refiner the outcome. With one call per role,
+agent-wise and slot-grouped normalisation form the same groups (identical advantages); with
+outcome credit, pooling all roles (`algo.group_by=episode`) only rescales them. Per-role
+credit is where agent-wise and pooled normalisation differ.
+The draft is always graded (`team.grade`, name `drafts`) so the metrics can tell a
 refiner that fixes drafts from one that copies them:
 - `chain/draft_acc`: the draft was right;
 - `chain/fixed`, `chain/broken`: final right after a wrong draft / wrong after a right one;
@@ -27,16 +35,35 @@ class Chain(Workflow):
     templates = {"generator": ("problem",), "verifier": ("problem", "solution"), "refiner": ("critique",)}
     role_diagnostics = {"verifier": ("verdict_form",)}
 
+    def __init__(self, prompts, credit: str = "outcome") -> None:
+        if credit not in ("outcome", "per_role"):
+            raise ValueError(f"workflow.options.credit must be 'outcome' or 'per_role', got {credit!r}")
+        self.credit = credit
+        super().__init__(prompts)
+
     async def run(self, problem: Problem, team: Team) -> str:
         draft = await team.call("generator", [user(self.render("generator", problem=problem.prompt))])
-        team.grade(draft, "drafts")
+        team.grade(draft, "drafts", reward=self.credit == "per_role")
         critique = await team.call("verifier", [user(self.render(
             "verifier", problem=problem.prompt, solution=draft.strip()))])
         team.info["verdict"] = first_verdict(critique)
+        team.info["verifier_turn"] = critique.turn
         # The refiner reads the draft as the answer to the generator's prompt, then the critique:
         # the same conversation shape as a revision, played by its own role.
         return await team.call("refiner", [user(self.render("generator", problem=problem.prompt)), assistant(draft),
                                            user(self.render("refiner", critique=critique.strip()))])
+
+    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
+        """Per-role credit: the verifier is paid for a verdict that matches the draft's grade."""
+        if self.credit != "per_role" or "verifier_turn" not in episode.info:
+            return None
+        drafts = episode.grades("drafts")
+        if not drafts:
+            return None
+        draft = drafts[0]
+        verdict = episode.info.get("verdict")
+        paid = None if draft is None else float(verdict is not None and verdict == (draft >= 0.5))
+        return {episode.info["verifier_turn"]: paid}
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         pairs = [(d[0] == 1.0, ep.reward == 1.0, ep.info.get("verdict")) for ep in episodes
