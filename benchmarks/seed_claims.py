@@ -41,7 +41,7 @@ FROZEN = "{agent0: learner, agent1: base, agent2: base}"
 def _largest_drop(curve: list[dict]) -> float:
     """The largest fall in validation accuracy between two consecutive validations."""
     accs = [v["accuracy"] for v in curve]
-    return max((a - b for a, b in zip(accs, accs[1:])), default=0.0)
+    return max([0.0, *(a - b for a, b in zip(accs, accs[1:]))])  # 0 when it never fell
 
 
 def _save(section: str, arms: dict) -> dict:
