@@ -6,15 +6,14 @@ import math
 
 import pytest
 
-from rolecall.config import RewardCfg
 from rolecall.engines.base import GenOutput
 from rolecall.engines.scripted import ScriptedEngine
-from rolecall.rewards.verifier import build_verifier
 from rolecall.rollout import rollout
 from rolecall.train.batch import rows_for_policy
-from rolecall.train.stages import advantages, credit, score
+from rolecall.train.stages import advantages, credit
 from rolecall.types import Problem
 from rolecall.workflows import Workflow, WorkflowError, user
+from workflow_helpers import score_strict
 
 PROBLEM = Problem(uid="p", prompt="6*7", answer="42")
 
@@ -64,11 +63,7 @@ def _episodes(drafts, finals):
     script.calls = {"draft": 0, "check": 0, "final": 0}
     wf = DraftCheckFinal()
     eps = rollout(wf, [PROBLEM], 2, WithIds(script), {"solver": "solver", "checker": "checker"}, lambda r: 16, 1.0)
-    verifier = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, verifier)
-    finally:
-        verifier.close()
+    score_strict(eps)
     credit(eps, wf)
     return eps
 

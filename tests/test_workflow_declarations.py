@@ -10,7 +10,7 @@ from rolecall.advantages import ESTIMATORS
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
-from workflow_helpers import PROBLEM, roles, run
+from workflow_helpers import PROBLEM, roles, run, score_strict
 
 
 @pytest.mark.parametrize("estimator", sorted(ESTIMATORS))
@@ -20,18 +20,12 @@ def test_every_estimator_trains_every_workflow(name, estimator):
     finite advantage per turn, nonzero where the group's outcomes differ."""
     from itertools import count
 
-    from rolecall.config import RewardCfg
-    from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import advantages, credit, score
+    from rolecall.train.stages import advantages, credit
 
     calls = count()
     # Alternate right and wrong answers so every group holds both outcomes.
     eps, _ = run(name, lambda r: "\\boxed{42}" if next(calls) % 2 else "\\boxed{7}", group_size=4)
-    verifier = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, verifier)
-    finally:
-        verifier.close()
+    score_strict(eps)
     credit(eps, build_workflow(name, load_prompts("math"), {}))
     turns, adv, m = advantages(eps, estimator, None)
     assert len(adv) == len(turns) == sum(len(ep.turns) for ep in eps)
@@ -118,24 +112,14 @@ def test_chain_is_generator_verifier_refiner_with_draft_metrics():
     problem_msg, draft_msg, review_msg = engine.batches[2][0].messages
     assert PROBLEM.prompt in problem_msg["content"] and draft_msg == {"role": "assistant", "content": "\\boxed{41}"}
     assert review_msg["content"].startswith("Review: \\boxed{Incorrect} off by one")
-    from rolecall.config import RewardCfg
-    from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import score
-
-    v = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, v)
-    finally:
-        v.close()
+    score_strict(eps)
     assert [ep.reward for ep in eps] == [1.0, 0.0] and [ep.grades("drafts") for ep in eps] == [[0.0], [1.0]]
     m = build_workflow("chain", load_prompts("math"), {}).metrics(eps)
     assert m == {"chain/draft_acc": 0.5, "chain/fixed": 1.0, "chain/broken": 1.0, "chain/verdict_acc": 0.5}
 
 
 def _scored_chain(options, group_size=4):
-    from rolecall.config import RewardCfg
-    from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import credit, score
+    from rolecall.train.stages import credit
 
     # drafts right, wrong, right, wrong; verdicts always "Correct"; finals wrong, right, right, wrong
     replies = {"generator": iter(["\\boxed{42}", "\\boxed{7}", "\\boxed{42}", "\\boxed{7}"]),
@@ -143,11 +127,7 @@ def _scored_chain(options, group_size=4):
                "refiner": iter(["\\boxed{7}", "\\boxed{42}", "\\boxed{42}", "\\boxed{7}"])}
     eps, _ = run("chain", lambda r: next(replies[r.policy]), options=options, group_size=group_size)
     wf = build_workflow("chain", load_prompts("math"), options)
-    v = build_verifier(RewardCfg(math_checker="strict"))
-    try:
-        score(eps, v)
-    finally:
-        v.close()
+    score_strict(eps)
     credit(eps, wf)
     return eps
 

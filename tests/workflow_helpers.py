@@ -39,3 +39,16 @@ def slots(ep):
 
 def roles(ep):
     return [t.role for t in ep.turns]
+
+
+def score_strict(episodes):
+    """Score scripted episodes with the strict math verifier (closed after)."""
+    from rolecall.config import RewardCfg
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.train.stages import score
+
+    verifier = build_verifier(RewardCfg(math_checker="strict"))
+    try:
+        return score(episodes, verifier)
+    finally:
+        verifier.close()
