@@ -25,8 +25,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from examples.collaboration_game import (GameSpec, LearnerSpec, dumps, run_experiment,  # noqa: E402
-                                         sensitivity, summary_table, write_svg)
+from examples.collaboration_game import LearnerSpec, dumps, experiment, summary_table, write_svg  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "collaboration_game.json"
 PLOT = ROOT / "docs" / "img" / "collaboration_game.svg"
@@ -50,12 +49,8 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=LearnerSpec.iterations)
     ap.add_argument("--no-sensitivity", action="store_true", help="only the main experiment (~20 s)")
     a = ap.parse_args()
-    seeds = [int(s) for s in a.seeds.split(",")]
-    game, spec = GameSpec(), LearnerSpec(iterations=a.iterations)
     t0 = time.time()
-    results = run_experiment(game, spec, seeds)
-    if not a.no_sensitivity:
-        results["sensitivity"] = sensitivity(game, spec, seeds)
+    results = experiment([int(s) for s in a.seeds.split(",")], a.iterations, not a.no_sensitivity)
     results["total_wall_s"] = round(time.time() - t0, 1)
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
                           "date": time.strftime("%Y-%m-%d")}

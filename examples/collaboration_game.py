@@ -642,6 +642,15 @@ def summary_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def experiment(seeds: list[int], iterations: int, with_sensitivity: bool) -> dict:
+    """Every arm over `seeds`, and optionally the sensitivity variants: what main and the benchmark record."""
+    game, spec = GameSpec(), LearnerSpec(iterations=iterations)
+    results = run_experiment(game, spec, seeds)
+    if with_sensitivity:
+        results["sensitivity"] = sensitivity(game, spec, seeds)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory for results.json and collaboration_game.svg")
@@ -649,11 +658,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=LearnerSpec.iterations)
     ap.add_argument("--sensitivity", action="store_true", help="also run the optimiser/schedule/filter variants")
     a = ap.parse_args()
-    seeds = [int(s) for s in a.seeds.split(",")]
-    game, spec = GameSpec(), LearnerSpec(iterations=a.iterations)
-    results = run_experiment(game, spec, seeds)
-    if a.sensitivity:
-        results["sensitivity"] = sensitivity(game, spec, seeds)
+    results = experiment([int(s) for s in a.seeds.split(",")], a.iterations, a.sensitivity)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "results.json").write_text(dumps(results) + "\n")
     write_svg(results, a.out / "collaboration_game.svg")
