@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -28,12 +29,35 @@ HERE = Path(__file__).resolve().parent
 CONFIGS = HERE.parent / "configs" / "examples"
 
 
+def run_child(cmd: list[str], **kw) -> None:
+    """Run a training command to the end. If this driver is stopped (Ctrl-C, or SIGTERM from
+    `kill`/`pkill`), the child is stopped too: an orphaned run would keep the CPU and skew
+    every timed benchmark after it. SIGTERM (not SIGINT, which a driver started with `&`
+    passes on ignored) lets the trainer save its step first."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    proc = subprocess.Popen(cmd, **kw)
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    if rc:
+        raise subprocess.CalledProcessError(rc, cmd)
+
+
 def run(workflow: str, routing: str, out: Path, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / f"{workflow}.yaml"), f"routing={routing}",
            "--out", str(out), *extra]
     t0 = time.time()
     # From the repository root: a user workflow config names `examples.<module>:<Class>`.
-    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
+    run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
     wall = time.time() - t0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     # Which base weights the run started from: a rebuilt embedded model starts elsewhere.
