@@ -7,6 +7,9 @@ for. Each is built from generic role functions only.
 
     rolecall train workflow.name=benchmarks.held_out_workflows:CriticLoop --steps 30
     rolecall eval configs/examples/single.yaml workflow.name=benchmarks.held_out_workflows:LetterVote --base
+
+CoachedSolve was written in session 8, after CriticLoop and LetterVote had been measured and
+before the wordings were extended the second time.
 """
 from __future__ import annotations
 
@@ -67,3 +70,37 @@ class LetterVote(Workflow):
         pick = await team.call("chooser", [user(self.render("choose", problem=problem.prompt, options=options))])
         letter = (last_boxed(pick) or "").strip().upper()
         return answers[LETTERS.index(letter)] if letter in ("A", "B", "C") else answers[0]
+
+
+COACH_PROMPTS = {
+    "tactics": "Before anybody calculates $problem, jot down two tactics, numbered, that might help. No calculating yet.",
+    "work": "Tactic to follow: $tactic\nNow tackle $problem and wrap the outcome as \\boxed{outcome}.",
+    "referee": "Somebody tackled $problem and ended up with $outcome. Is that accurate? Respond \\boxed{YES} or \\boxed{NO}.",
+}
+
+
+class CoachedSolve(Workflow):
+    """A coach lists tactics, a worker follows the first, a referee accepts it or the worker
+    tries again with the second tactic."""
+
+    name = "coached_solve"
+    roles = ("coach", "worker", "referee")
+    templates = {"tactics": ("problem",), "work": ("tactic", "problem"), "referee": ("problem", "outcome")}
+
+    def __init__(self, prompts=COACH_PROMPTS) -> None:
+        super().__init__(prompts)
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        notes = await team.call("coach", [user(self.render("tactics", problem=problem.prompt))])
+        tactics = [ln.split(".", 1)[-1].strip() for ln in notes.splitlines() if ln.strip()] or ["any"]
+        tactics += tactics[-1:]  # one listed tactic serves both tries
+
+        async def work(tactic: str, slot: str) -> str:
+            return await team.call("worker", [user(self.render("work", tactic=tactic, problem=problem.prompt))], slot=slot)
+
+        outcome = await work(tactics[0], "worker0")
+        shown = last_boxed(outcome) or outcome.strip()
+        ruling = await team.call("referee", [user(self.render("referee", problem=problem.prompt, outcome=shown))])
+        if (last_boxed(ruling) or "").strip().upper() == "YES":
+            return outcome
+        return await work(tactics[1], "worker1")
