@@ -160,7 +160,7 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
 
 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
-              seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 12000,
+              seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
               rates: OracleRates = OracleRates(), progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a numbered list
     and stamping verdicts, see `_fact`). Phase 2: one pass

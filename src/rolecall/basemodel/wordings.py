@@ -37,18 +37,29 @@ BOX = ("Put the final answer in \\boxed{{}}.", "Answer in \\boxed{{}}.", "Give t
        "Reply with \\boxed{{answer}}.", "End with \\boxed{{result}}.", "Use \\boxed{{}} for the result.",
        "Format: \\boxed{{number}}.", "Put the result in \\boxed{{...}}.", "Answer like \\boxed{{{ex}}}.",
        "Only output \\boxed{{value}}.", "Return the final answer boxed, e.g. \\boxed{{{ex}}}.",
-       "The answer goes in \\boxed{{}}.")
+       "The answer goes in \\boxed{{}}.",
+       # the format described in words: users write "in a box" and expect \boxed{}
+       "Give the final result in a box.", "Put your answer in a box.", "Box the final result.",
+       "Write the result boxed.", "Give the answer boxed.", "Enclose the final answer in a box.",
+       "Box the number at the end.", "Put the final number in a box.", "Present the result in a box.")
 PROBLEM = ("{p}", "Problem: {p}", "Question: {p}", "Task: {p}", "Q: {p}", "Compute {p}.", "What is {p}?",
-           "{p} = ?", "Problem:\n{p}", "Input: {p}", "Expression: {p}", "Exercise: {p}")
+           "{p} = ?", "Problem:\n{p}", "Input: {p}", "Expression: {p}", "Exercise: {p}", "Problem {p}",
+           "Here is the problem: {p}", "The task is {p}.", "We need {p}.")
 HINT = ("Strategy: {s}", "Hint: {s}", "Approach: {s}", "Use this method: {s}", "Solve with this strategy: {s}")
 
 OWN = ("Your answer: {a}", "You said {a}.", "Your previous answer was {a}.", "Your answer was {a}.",
-       "You answered {a}.", "Earlier you wrote {a}.", "Your draft: {a}")
+       "You answered {a}.", "Earlier you wrote {a}.", "Your draft: {a}",
+       # the user speaking as the solver
+       "My answer was {a}.", "I got {a}.", "My result: {a}", "I answered {a}.")
 PEER = ("Another agent answered {a}.", "A peer says: {a}", "Agent {k}: {a}", "Other solver: {a}",
         "Your teammate answered {a}.", "Peer answer: {a}", "Solver {k} said {a}.", "Another solution: {a}",
-        "Someone else got {a}.", "Agent {k} answered {a}.")
+        "Someone else got {a}.", "Agent {k} answered {a}.", "My partner got {a}.", "A classmate got {a}.",
+        "The other solver got {a}.", "Their result: {a}", "A colleague found {a}.")
 # A score note after a peer's answer (a debate with `peer_scores`, a user's own checker).
 PEER_NOTE = (" (checked: {v})", " ({v})", " [{v}]", " - judged {v}", " (verifier: {v})")
+PEER_STEM = ("Reconsider.", "Think again.", "Taking this into account, answer again.", "Update your answer.",
+             "Which is right?", "Revise if needed.", "Keep or change your answer.", "Look at both and decide.",
+             "Check again.")
 PEER_ASK = ("Reconsider and give your final answer in \\boxed{{}}.", "Taking this into account, answer in \\boxed{{}}.",
             "Read the other answers, then give yours in \\boxed{{}}.", "Update your answer. Answer in \\boxed{{}}.",
             "Which is right? Give the final answer in \\boxed{{}}.", "Revise if needed; answer in \\boxed{{}}.",
@@ -56,6 +67,8 @@ PEER_ASK = ("Reconsider and give your final answer in \\boxed{{}}.", "Taking thi
 
 FEEDBACK = ("Review: {c}", "A checker said: {c}", "Feedback: {c}", "The reviewer says: {c}", "Critique: {c}",
             "Comment: {c}", "Verifier: {c}", "Someone checked your answer: {c}", "Grader: {c}")
+REVISE_STEM = ("Write a corrected solution.", "Try again.", "Revise your answer.", "Fix it.", "Think again.",
+               "Reconsider.", "Improve it.", "Have another look.")
 REVISE_ASK = ("Write a corrected solution. Answer in \\boxed{{}}.", "Try again. Answer in \\boxed{{}}.",
               "Revise your answer in \\boxed{{}}.", "Fix it and give the final answer in \\boxed{{}}.",
               "Give your final answer in \\boxed{{}}.", "Reconsider, then answer in \\boxed{{}}.",
@@ -63,6 +76,13 @@ REVISE_ASK = ("Write a corrected solution. Answer in \\boxed{{}}.", "Try again. 
 
 LISTING = ("{k}: {a}", "{k}. {a}", "({k}) {a}", "Answer {k}: {a}", "Candidate {k}: {a}", "Solver {k}: {a}",
            "Option {k}: {a}", "#{k} {a}", "[{k}] {a}", "Agent {k}: {a}")
+# Candidates labelled by ordinal ("First: ...") are picked by number; by letter, by letter.
+ORDINALS = ("First", "Second", "Third", "Fourth")
+ORDINAL_LISTING = ("{o}: {a}", "{o} answer: {a}", "{o} solver: {a}", "The {ol} one: {a}", "{o} - {a}")
+LETTER_LISTING = ("{l}) {a}", "{l}: {a}", "({l}) {a}", "Option {l}: {a}", "Answer {l}: {a}", "{l}. {a}")
+PICK_STEM = ("Who is right?", "Which is correct?", "Which one is right?", "Which answer do you trust?",
+             "Pick the correct one.", "Choose one.", "Which of these is correct?", "Decide which is right.")
+REPLY_VERB = ("Reply", "Say", "Answer", "Write", "Output", "Respond")
 PICK = ("Pick the best of {n} candidates. Reply only \\boxed{{k}}.", "Which answer is correct? Reply with its number in \\boxed{{}}.",
         "Choose the right answer. Give its number as \\boxed{{k}}.", "Select the correct candidate, \\boxed{{1}} to \\boxed{{{n}}}.",
         "Which one is right? Answer with the index in \\boxed{{}}.", "Pick one of the {n}. Reply \\boxed{{number}}.",
@@ -77,6 +97,10 @@ JUDGE = ("Check the solution. Reply \\boxed{{{y}}} or \\boxed{{{n}}}.", "Is this
          "Judge the answer: \\boxed{{{y}}} if correct, \\boxed{{{n}}} if not.", "Verify the answer and reply \\boxed{{{y}}} or \\boxed{{{n}}}.",
          "Is it correct? Answer \\boxed{{{y}}} or \\boxed{{{n}}}.", "Grade it: \\boxed{{{y}}} or \\boxed{{{n}}}.",
          "Reply \\boxed{{{y}}} when the answer is right and \\boxed{{{n}}} when it is wrong.")
+# The verb of a reply request says nothing about the function ("Respond" once meant "a letter"
+# to the model, and a verdict request worded with it drew letters): every function uses them all.
+JUDGE_STEM = ("Check the solution.", "Is this answer right?", "Is it correct?", "Verify the answer.", "Grade it.",
+              "Is the result right?", "Check it.", "Was this solved correctly?")
 WHY = (" With a short critique.", " And say why.", " Add one line of feedback.", " Explain briefly.")
 SOLUTION = ("Solution: {a}", "Answer: {a}", "Proposed answer: {a}", "Claimed answer: {a}", "Their answer: {a}",
             "Response: {a}", "Candidate: {a}")
@@ -86,6 +110,11 @@ PLAN = ("List {n} different strategies, one per line. Do not solve.", "Suggest {
         "Give {n} approaches, one per line.", "Name {n} methods for this problem. Do not solve it.",
         "Propose {n} plans, numbered, without solving.", "Write {n} strategies as a numbered list.")
 NOT_SOLVE = ("", " Do not solve it.", " Do not give the answer.")
+# Words around the task that change nothing: users' prompts carry greetings, context and
+# asides, and a role must answer the same through them.
+FILLER = ("Thanks.", "Quick one.", "Please help.", "Take your time.", "This is for practice.", "Be careful.",
+          "Here it is.", "Let's check.", "Good luck.", "Another one.", "Homework time.", "For a quiz.",
+          "No rush.", "Double-check your work.", "Short answer please.", "From a worksheet.")
 
 
 def user(text: str) -> dict:
@@ -126,6 +155,8 @@ class Wordings:
                 msgs.append({"role": "system", "content": persona})
             else:
                 parts.insert(0, persona)
+        if self.rng.random() < 0.25:
+            parts.insert(self.rng.choice((0, len(parts))), self.pick(FILLER))
         return msgs + [user(self.joined(parts))]
 
     def solve_instruction(self) -> str:
@@ -136,9 +167,30 @@ class Wordings:
             parts.append(self.pick(HINT, s=self.rng.choice(STRATEGIES)))
         return self.joined(parts)
 
-    def listing(self, values: list[int]) -> str:
-        form = self.rng.choice(LISTING)
-        return "\n".join(form.format(k=i + 1, a=self.shown(v)) for i, v in enumerate(values))
+    def listing(self, values: list[int], labels: str = "number") -> str:
+        form = self.rng.choice({"number": LISTING, "ordinal": ORDINAL_LISTING, "letter": LETTER_LISTING}[labels])
+        return "\n".join(form.format(k=i + 1, o=ORDINALS[i], ol=ORDINALS[i].lower(), l="ABCD"[i], a=self.shown(v))
+                         for i, v in enumerate(values))
+
+    def pick_request(self, n: int, labels: str) -> str:
+        """How to answer a pick: by number (numbered or ordinal labels) or by letter."""
+        verb, wverb = self.rng.choice(REPLY_VERB), self.rng.choice(("Reply", "Answer", "Respond"))
+        if labels == "letter":
+            keys = [f"\\boxed{{{'ABCD'[i]}}}" for i in range(n)]
+            spec = self.rng.choice((f"{wverb} with the letter in \\boxed{{}}.", f"{verb} {keys[0]} to {keys[-1]}.",
+                                    f"{verb} {', '.join(keys[:-1])} or {keys[-1]}."))
+        elif labels == "ordinal" and self.rng.random() < 0.6:
+            spec = f"{verb} " + ", ".join(f"\\boxed{{{i + 1}}} for the {ORDINALS[i].lower()}" for i in range(n)) + "."
+        else:
+            spec = self.rng.choice((f"{wverb} with its number in \\boxed{{}}.", f"{verb} \\boxed{{1}} to \\boxed{{{n}}}.",
+                                    f"{verb} only \\boxed{{k}}."))
+        return self.joined([self.pick(PICK_STEM), spec])
+
+    def revise_request(self, fused: tuple[str, ...], stems: tuple[str, ...]) -> str:
+        """A revise request: a fused instruction-and-format, or a stem and any answer format."""
+        if self.rng.random() < 0.4:
+            return self.pick(fused)
+        return self.joined([self.pick(stems), self.pick(BOX, ex=self.rng.randint(0, 199))])
 
     def candidates(self, truth: int, n: int) -> list[int]:
         return [self.guess(truth) for _ in range(n)]
@@ -158,7 +210,7 @@ class Wordings:
         yes, no = self.rng.choice(VERDICTS)
         said_right = (first == truth) == (self.rng.random() < self.rates.judge)
         note = f"\\boxed{{{yes if said_right else no}}} " + self.rng.choice(CRITIQUES_GOOD if said_right else CRITIQUES_BAD)
-        ask = self.joined([self.pick(FEEDBACK, c=note), self.pick(REVISE_ASK)])
+        ask = self.joined([self.pick(FEEDBACK, c=note), self.revise_request(REVISE_ASK, REVISE_STEM)])
         if self.rng.random() < 0.6:  # as a conversation: the draft is the model's own earlier turn
             msgs = self.opening(p, self.solve_instruction())
             msgs += [{"role": "assistant", "content": f"\\boxed{{{first}}}"}, user(ask)]
@@ -177,24 +229,33 @@ class Wordings:
                 right = (said == truth) == (self.rng.random() < self.rates.judge)
                 line += note.format(v="correct" if right else "incorrect")
             lines.append(line)
-        return self.opening(p, self.joined(lines + [self.pick(PEER_ASK)])), self.boxed_guess(truth)
+        return self.opening(p, self.joined(lines + [self.revise_request(PEER_ASK, PEER_STEM)])), self.boxed_guess(truth)
 
     def pick_one(self, p: Problem, truth: int) -> tuple[Messages, str]:
         values = self.candidates(truth, self.rng.randint(2, 4))
-        ask = self.pick(PICK, n=len(values))
-        return self.opening(p, self.joined([ask, self.listing(values)])), f"\\boxed{{{self.select(truth, values)}}}"
+        labels = self.rng.choice(("number", "number", "number", "ordinal", "ordinal", "letter"))
+        ask = self.pick(PICK, n=len(values)) if labels == "number" and self.rng.random() < 0.5 else self.pick_request(len(values), labels)
+        listing = self.listing(values, labels)
+        parts = [ask, listing] if self.rng.random() < 0.5 else [listing, ask]  # the request before or after the list
+        k = self.select(truth, values)
+        return self.opening(p, self.joined(parts)), f"\\boxed{{{'ABCD'[k - 1] if labels == 'letter' else k}}}"
 
     def combine(self, p: Problem, truth: int) -> tuple[Messages, str]:
         values = self.candidates(truth, self.rng.randint(2, 4))
         ask = self.pick(COMBINE)
         chosen = values[self.select(truth, values) - 1]
-        return self.opening(p, self.joined([ask, self.listing(values)])), f"\\boxed{{{chosen}}}"
+        listing = self.listing(values, self.rng.choice(("number", "number", "number", "ordinal", "ordinal", "letter")))
+        return self.opening(p, self.joined([ask, listing])), f"\\boxed{{{chosen}}}"
 
     def judge(self, p: Problem, truth: int) -> tuple[Messages, str]:
         said = self.guess(truth)
         yes, no = self.rng.choice(VERDICTS)
         why = self.rng.random() < 0.5
-        ask = self.pick(JUDGE, y=yes, n=no) + self.rng.choice(NOT_SOLVE) + (self.rng.choice(WHY) if why else "")
+        if self.rng.random() < 0.5:
+            ask = self.pick(JUDGE, y=yes, n=no)
+        else:
+            ask = f"{self.pick(JUDGE_STEM)} {self.rng.choice(REPLY_VERB)} \\boxed{{{yes}}} or \\boxed{{{no}}}."
+        ask += self.rng.choice(NOT_SOLVE) + (self.rng.choice(WHY) if why else "")
         right = (said == truth) == (self.rng.random() < self.rates.judge)
         out = f"\\boxed{{{yes if right else no}}}"
         if why:
