@@ -2,7 +2,8 @@
 
 A new user's workflow (`examples/two_solvers.py`: two solvers answer, revise after reading
 each other's answer, a judge picks 1 or 2) in wording the embedded model was not pretrained
-on (`tests/test_wordings.py` checks that). Trained through the real CLI with
+on (`tests/test_wordings.py` checks that none of its sentences is; its style is covered), or
+one of the held-out workflows in `benchmarks/held_out_workflows.py` (`--workflow`). Trained through the real CLI with
 `configs/examples/two_solvers.yaml`; the bar: validation accuracy at step 0 (the untrained
 base) >= 20 %, and >= 10 points above it within 15 minutes on this machine.
 
