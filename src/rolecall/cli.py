@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import sys
 import time
@@ -308,7 +309,15 @@ class _GridGroup(TyperGroup):
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = ["run", *args]
+        args = list(args)
+        if "--ray" in args:  # `--ray` alone means a private local Ray instance
+            i = args.index("--ray")
+            if i + 1 == len(args) or not _RAY_ADDRESS.match(args[i + 1]):
+                args.insert(i + 1, "local")
         return super().parse_args(ctx, args)
+
+
+_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[A-Za-z0-9_.-]+:\d+)$")
 
 
 grid_app = typer.Typer(cls=_GridGroup, no_args_is_help=True,
@@ -326,10 +335,18 @@ def grid_run(
                                 "unfinished ones resume from their last checkpoint, failed ones are tried again."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate every cell and open every input, print the "
                                  "cells, run nothing."),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]",
+                                      help="Run each cell as a Ray task: `--ray` alone starts a local Ray instance; "
+                                           "an ADDRESS (auto, host:6379, ray://host:10001) joins a cluster."),
+    cell_cpus: float = typer.Option(1.0, "--cell-cpus", help="With --ray: CPUs each cell asks for (and its torch threads)."),
+    cell_gpus: Optional[float] = typer.Option(None, "--cell-gpus", help="With --ray: GPUs each cell asks for "
+                                              "(default: 1 when the cell's model.device is cuda, or auto on a cluster "
+                                              "with GPUs; else 0)."),
 ) -> None:
     """Run every cell of a grid file, plus a base-model evaluation and a single-agent RL control per setting.
 
-    Cells run one after another; a failed cell is recorded and the grid goes on (exit 1 at the end)."""
+    Cells run one after another, or as Ray tasks with --ray; a failed cell is recorded and the grid goes on
+    (exit 1 at the end)."""
     from rolecall.grid import layout
     from rolecall.grid.plan import make_plan, preflight_inputs
     from rolecall.grid.progress import GridProgress
@@ -359,10 +376,18 @@ def grid_run(
     from rolecall.grid.cells import run_cell
 
     view = GridProgress(console, out, len(plan.cells))
+    executor = None
+    if ray:
+        from rolecall.grid.ray_executor import RayExecutor
+
+        executor = RayExecutor(address=None if ray == "local" else ray, cpus_per_cell=cell_cpus,
+                               gpus_per_cell=cell_gpus, listener=view)
     again = f"rolecall grid {grid_file} {' '.join(args or [])} --out {out} --resume".replace("  ", " ")
+    if ray:
+        again += " --ray" + ("" if ray == "local" else f" {ray}")
     try:
         with _as_user_errors(catch_interrupt=False), view:
-            results = run_grid(plan, out, run_cell, resume=resume, listener=view)
+            results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view)
     except TrainingStopped as e:
         console.print(f"{e}\nContinue the grid with: {again}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(e.exit_code) from None

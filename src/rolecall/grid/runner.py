@@ -3,8 +3,9 @@
 `execute_cell` is the unit of work: it runs one cell and writes its marker (done, or failed
 with the one-line error), so a failed cell never stops the grid. An `Executor` decides where
 and in what order units run; `SequentialExecutor` runs them one after another in this
-process. A Ray executor would submit `work(job)` per cell to workers sharing the grid
-directory and yield results as they complete (`work` must then be picklable: no listener).
+process. A remote executor (`remote = True`, e.g. `ray_executor.RayExecutor`) ships
+`work(job)` to other processes sharing the grid directory and yields results as they
+complete; its `work` carries no listener (a progress view cannot cross processes).
 """
 from __future__ import annotations
 
@@ -112,8 +113,10 @@ def run_grid(plan: Plan, out: Path, runner: CellRunner, *, resume: bool = False,
                 listener.finished(results[cell.name])
         else:
             jobs.append(CellJob(cell, plan.configs[cell.name], path))
-    work = functools.partial(execute_cell, runner=runner, listener=listener)
-    for result in (executor or SequentialExecutor()).run(jobs, work):
+    executor = executor or SequentialExecutor()
+    remote = getattr(executor, "remote", False)
+    work = functools.partial(execute_cell, runner=runner, listener=None if remote else listener)
+    for result in executor.run(jobs, work):
         results[result.name] = result
         if listener:
             listener.finished(result)
