@@ -107,8 +107,9 @@ class RayExecutor:
     poll_s: float = 1.0
     remote = True  # `run_grid` passes a picklable `work` (no listener) to a remote executor
     started_ray: bool = field(default=False, init=False)
-
     cluster_gpus: float = field(default=0.0, init=False)
+    _own_temp: str | None = field(default=None, init=False)  # the session directory this executor made
+    _signals: dict = field(default_factory=dict, init=False)  # the driver's handlers, put back after Ray
 
     def _gpus(self, job: CellJob) -> float:
         """As asked; else one GPU for a cell on `cuda`, or on `auto` when the cluster has GPUs."""
@@ -150,7 +151,7 @@ class RayExecutor:
         return ray
 
     def _restore_signals(self) -> None:
-        for sig, handler in getattr(self, "_signals", {}).items():
+        for sig, handler in self._signals.items():
             if handler is not None:
                 signal.signal(sig, handler)
 
@@ -172,9 +173,11 @@ class RayExecutor:
         try:
             self._check_fits(ray, jobs)
             cwd = os.getcwd()
+            task = ray.remote(max_retries=0)(_run_cell_task)  # one function; each cell sets its request
             for job in jobs:
-                task = ray.remote(num_cpus=self.cpus_per_cell, num_gpus=self._gpus(job), max_retries=0)(_run_cell_task)
-                pending[task.remote(work, job, cwd, int(self.cpus_per_cell))] = job
+                ref = task.options(num_cpus=self.cpus_per_cell, num_gpus=self._gpus(job)).remote(
+                    work, job, cwd, int(self.cpus_per_cell))
+                pending[ref] = job
             tails = {job.cell.name: _Tail(job.path / "metrics.jsonl") for job in jobs}
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1, timeout=self.poll_s)
@@ -189,15 +192,17 @@ class RayExecutor:
                 ray.shutdown()
                 self.started_ray = False
                 self._restore_signals()
-                if getattr(self, "_own_temp", None):  # the session's logs: every cell's outcome is in its markers
+                if self._own_temp:  # the session's logs: every cell's outcome is in its markers
                     shutil.rmtree(self._own_temp, ignore_errors=True)
+                    self._own_temp = None
 
     def _result(self, ray, ref, job: CellJob) -> CellResult:
         try:
             return ray.get(ref)
         except Exception as e:  # noqa: BLE001 - the worker died or the task could not run: this cell fails
             cause = getattr(e, "cause", None) or e
-            error = f"Ray task failed: {type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
+            first_line = (str(cause).strip().splitlines() or [""])[0]
+            error = f"Ray task failed: {type(cause).__name__}: {first_line}"
             layout.mark_failed(job.path, error, str(e))
             return CellResult(job.cell.name, "failed", 0.0, error)
 
