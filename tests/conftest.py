@@ -6,6 +6,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/rolecall-mpl")
+# Built-in corpora and search indexes go to a folder of this session, never the user's cache.
+os.environ["ROLECALL_CACHE"] = __import__("tempfile").mkdtemp(prefix="rolecall-cache-")
 
 import pytest
 import torch

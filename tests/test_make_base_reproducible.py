@@ -10,7 +10,8 @@ import torch
 
 from rolecall.basemodel.make import make_base
 
-SMALL = dict(fact_steps=2, fact_batch=4, batch=16, episodes_per_workflow=4, n_chat_facts=24, role_functions=48)
+SMALL = dict(fact_steps=2, fact_batch=4, batch=16, episodes_per_workflow=4, n_chat_facts=24, role_functions=48,
+             search_episodes=3)
 
 
 def _build(out, seed: int) -> str:

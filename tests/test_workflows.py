@@ -13,7 +13,7 @@ from rolecall.workflows import (WORKFLOWS, Workflow, WorkflowError, build_workfl
                                 resolve_workflow_class)
 from rolecall.workflows.orch_workers import parse_strategies
 from rolecall.workflows.voting import majority_choice, parse_choice
-from workflow_helpers import PROBLEM, by_role, isolated, roles, run, slots
+from workflow_helpers import MATH_WORKFLOWS, PROBLEM, QA_WORKFLOWS, by_role, isolated, roles, run, slots
 
 REPO = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- registry
@@ -28,6 +28,7 @@ def test_shipped_workflow_names_and_roles():
         "orch_workers": ("orchestrator", "worker", "synthesizer"),
         "chain": ("generator", "verifier", "refiner"),
         "debate": ("debater",),
+        "search_answer": ("searcher", "generator"),
     }
 
 
@@ -69,10 +70,20 @@ def test_missing_template_names_it():
         build_workflow("single", {"other": "x"}, {})
 
 
-@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+@pytest.mark.parametrize("name", MATH_WORKFLOWS)
 @pytest.mark.parametrize("prompts", ["math", "code", "paper_math", "paper_code"])
 def test_every_shipped_prompt_set_fits_every_shipped_workflow(name, prompts):
     build_workflow(name, load_prompts(prompts), {})
+
+
+@pytest.mark.parametrize("name", QA_WORKFLOWS)
+def test_question_answering_workflows_default_to_their_own_prompt_set(name):
+    from rolecall.workflows import workflow_prompts
+
+    assert workflow_prompts(name, None) == load_prompts("search")
+    build_workflow(name, load_prompts("search"), {})
+    with pytest.raises(ValueError, match="no template 'searcher'"):
+        build_workflow(name, load_prompts("math"), {})
 
 
 @pytest.mark.parametrize("template, message", [

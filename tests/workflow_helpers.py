@@ -4,9 +4,13 @@ from __future__ import annotations
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
-from rolecall.workflows import Workflow, build_workflow, load_prompts
+from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
 
 PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
+# Workflows that answer questions from passages (their own prompt set, a corpus, the qa
+# verifier), tested in their own files; the rest play math problems with the math prompts.
+QA_WORKFLOWS = ("search_answer",)
+MATH_WORKFLOWS = sorted(n for n in WORKFLOWS if n not in QA_WORKFLOWS)
 
 
 def isolated(wf: Workflow) -> dict[str, str]:

@@ -34,8 +34,16 @@ class _Strict(BaseModel):
         return value
 
 
+class PolicyOptimCfg(_Strict):
+    """A policy's own optimizer settings; a field left unset takes the run's `optim` value."""
+
+    lr: PositiveFloat | None = Field(None, description="This policy's peak learning rate (DAC trains its searcher and generator at different rates).")
+    weight_decay: float | None = Field(None, ge=0, description="This policy's AdamW weight decay.")
+
+
 class PolicyCfg(_Strict):
     trainable: bool = Field(True, description="False: the adapter is used for rollouts but never updated.")
+    optim: PolicyOptimCfg = Field(default_factory=PolicyOptimCfg, description="Per-policy optimizer overrides, e.g. {lr: 1e-3}.")
 
 
 class ModelCfg(_Strict):
@@ -73,11 +81,14 @@ class DataCfg(_Strict):
         return self
 
 class TaskCfg(_Strict):
-    name: Literal["arithmetic", "dataset"] = Field("arithmetic", description="arithmetic (built-in, procedural) or dataset (the `data` section).")
+    name: Literal["arithmetic", "multihop", "dataset"] = Field(
+        "arithmetic", description="arithmetic or multihop (built-in, procedural; multihop: 2-hop questions over a corpus "
+                                  "of invented entities, for search_answer, graded by qa) or dataset (the `data` section).")
     digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
     ops: str = Field("+-", description="Operators to draw from: '+', '-' or both.")
     n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split).")
     seed: int = Field(1234, description="Seed of the train/validation split.")
+    people: PositiveInt = Field(240, ge=2, description="multihop: invented people in the corpus (3 questions each).")
 
 
 class WorkflowCfg(_Strict):
@@ -224,6 +235,8 @@ class Config(_Strict):
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
         if self.task.name != "dataset" and (self.data.path or self.data.val_path):
             raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
+        if self.task.name == "multihop" and self.reward.name != "qa":
+            raise ValueError(f"reward.name: the multihop task is graded by 'qa', got {self.reward.name!r}")
         if self.task.name == "dataset":
             want = DATA_REWARD[self.data.format]
             if self.reward.name != want:
@@ -275,6 +288,15 @@ class Config(_Strict):
             return self.reward
         checker = "strict" if self.task.name == "arithmetic" else "math_verify"
         return self.reward.model_copy(update={"math_checker": checker})
+
+    def policy_optim(self) -> dict[str, OptimCfg]:
+        """Each policy's optimizer settings: the run's `optim` with that policy's overrides."""
+        out = {}
+        for name, pol in (self.policies or {}).items():
+            changes = {k: v for k, v in pol.optim.model_dump().items() if v is not None}
+            if changes:
+                out[name] = self.optim.model_copy(update=changes)
+        return out
 
     def policy_table(self) -> dict[str, bool] | None:
         return None if self.policies is None else {k: v.trainable for k, v in self.policies.items()}

@@ -71,9 +71,10 @@ class EpisodeTeam:
     """The `Team` handed to one episode: routes a role to its policy and records turns."""
 
     def __init__(self, episode: Episode, waves: _Waves, routes: Mapping[str, str],
-                 max_new_tokens: Callable[[str], int]) -> None:
+                 max_new_tokens: Callable[[str], int], training: bool = False) -> None:
         self.episode, self.waves, self.routes, self.max_new_tokens = episode, waves, routes, max_new_tokens
         self.info: dict[str, Any] = episode.info
+        self.training = training
 
     async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply:
         if role not in self.routes:
@@ -142,7 +143,7 @@ async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
 async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], engine: Engine,
                    routes: Mapping[str, str], max_new_tokens: Callable[[str], int],
                    temperature: float, on_wave: Callable[[int], None] | None,
-                   episode_timeout_s: float | None, check: Check | None) -> list[Episode]:
+                   episode_timeout_s: float | None, check: Check | None, training: bool) -> list[Episode]:
     waves = _Waves()
     episodes = [Episode(problem=p, sample=g, group=k) for p, g, k in jobs]
     started: dict[int, float] = {}  # episode index -> monotonic start time
@@ -150,7 +151,7 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
     async def one(i: int, ep: Episode) -> None:
         started[i] = time.monotonic()
         try:
-            final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens))
+            final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens, training))
             if not isinstance(final, str):
                 raise TypeError(f"run() must return the final answer text, got {type(final).__name__}")
         except (asyncio.CancelledError, WorkflowError):
@@ -199,12 +200,14 @@ def _cut_overdue(tasks: list[asyncio.Task], episodes: list[Episode], started: di
 def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engine: Engine,
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
             on_wave: Callable[[int], None] | None = None,
-            episode_timeout_s: float | None = None, check: Check | None = None) -> list[Episode]:
+            episode_timeout_s: float | None = None, check: Check | None = None,
+            training: bool = False) -> list[Episode]:
     """Episodes for every (problem, sample), ordered problem-major: index = p * G + g.
 
     `episode_timeout_s` is each episode's wall-clock budget; `check` serves `team.check`
-    (see the module docstring).
+    (see the module docstring); `training` is what `team.training` tells the workflow
+    (False for validation and evaluation).
     """
     jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
     return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave,
-                                episode_timeout_s, check))
+                                episode_timeout_s, check, training))

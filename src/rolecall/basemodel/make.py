@@ -39,6 +39,9 @@ PRETRAINED: tuple[tuple[str, dict, float], ...] = (
     ("chain", {}, 1), ("debate", {}, 0.15), ("debate", {"peer_scores": "scorer"}, 0.15),
     ("eval_opt", {}, 3), ("orch_workers", {}, 3), ("single", {}, 1), ("voting", {}, 1))
 COPY_FACTS = 0.15  # share of packed facts of each of the two non-sum kinds (see `_fact`)
+# search_answer is played on a multi-hop world of its own seed, so the model learns to read and
+# follow passages, not the facts of the world the built-in task trains and validates on.
+SEARCH_WORLD_SEED = 7
 
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
 MODEL_SHAPE = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=6,
@@ -59,9 +62,11 @@ def build_model(tok, seed: int):
 
 
 def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: OracleRates,
-                seed: int, role_functions: int = 0) -> list[tuple[list[int], int]]:
+                seed: int, role_functions: int = 0, search_episodes: int = 0) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) for every turn of oracle-played episodes of every workflow,
-    plus `role_functions` generic role turns in varied wordings."""
+    plus `role_functions` generic role turns in varied wordings and `search_episodes`
+    episodes of search_answer on the multi-hop world (own random stream: 0 leaves the rest
+    byte for byte as before)."""
     rng = random.Random(seed)
     render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     engine = OracleEngine(rates, rng, render)
@@ -75,6 +80,8 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     # The same functions in many wordings (see `wordings`): users' own prompts must work too.
     examples += [(render(msgs), completion)
                  for msgs, completion, _ in role_function_examples(train, role_functions, rates, seed + 3)]
+    if search_episodes:
+        examples += search_transcripts(render, search_episodes, rates, seed + 11)
     out = []
     for prompt, completion in examples:
         p = tok(prompt, add_special_tokens=False)["input_ids"]
@@ -82,6 +89,22 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
         out.append((p + c, len(p)))
     rng.shuffle(out)
     return out
+
+
+def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> list[tuple[str, str]]:
+    """Oracle-played search_answer turns (searcher and generator), no augmented turns."""
+    from rolecall.basemodel.search_oracle import SearchOracleEngine
+    from rolecall.tasks.multihop import MultiHopTask
+    from rolecall.workflows import workflow_prompts
+
+    rng = random.Random(seed)
+    world = MultiHopTask(seed=SEARCH_WORLD_SEED)
+    questions = world.train() + world.validation()
+    engine = SearchOracleEngine(rates.solve, rng, render)
+    wf = build_workflow("search_answer", workflow_prompts("search_answer", None), {"augment": 0.0})
+    rollout(wf, [questions[rng.randrange(len(questions))] for _ in range(episodes)], 1, engine,
+            {r: r for r in wf.roles}, lambda r: 0, 1.0)
+    return engine.examples
 
 
 def _fact(p, rng: random.Random) -> tuple[str, str]:
@@ -161,7 +184,8 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
-              rates: OracleRates = OracleRates(), progress: Callable[[int, int, float], None] | None = None) -> dict:
+              search_episodes: int = 0, rates: OracleRates = OracleRates(),
+              progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a numbered list
     and stamping verdicts, see `_fact`). Phase 2: one pass
     over role transcripts + chat-form facts + more packed facts (learns the roles' formats).
@@ -171,7 +195,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     task = ArithmeticTask()
     rng = random.Random(seed)
     phase1 = [packed_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
-    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions))
+    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions, search_episodes))
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     plan = phase1 + _batches(mix, batch, rng)
@@ -202,6 +226,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
-            "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions}
+            "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions,
+            **({"search_episodes": search_episodes, "search_world_seed": SEARCH_WORLD_SEED} if search_episodes else {})}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info

@@ -157,7 +157,49 @@ def _qa(row: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     golds = [str(a).strip() for a in items if str(a).strip()]
     if not golds:
         raise RowError(field, BAD_GOLD, "no non-empty gold answer")
-    return question, golds[0], {"kind": "qa", "answers": golds}
+    meta: dict[str, Any] = {"kind": "qa", "answers": golds}
+    if row.get("context") is not None:  # HotpotQA's distractor setting: the row's own passages
+        meta["context"] = _context(row["context"])
+        if row.get("supporting_facts") is not None:
+            meta["support"] = _support_titles(row["supporting_facts"])
+    return question, golds[0], meta
+
+
+def _context(raw: Any) -> list[dict[str, str]]:
+    """A row's passages as [{id, title, text}] from any of HotpotQA's layouts: the original JSON
+    ([[title, [sentence, ...]], ...]), the `datasets` one ({"title": [...], "sentences": [[...]]})
+    or a list of {title, text} objects. The id is the title (numbered when a title repeats)."""
+    if isinstance(raw, dict) and isinstance(raw.get("title"), list) and isinstance(raw.get("sentences"), list):
+        raw = list(zip(raw["title"], raw["sentences"]))
+    if not isinstance(raw, list) or not raw:
+        raise RowError("context", BAD_VALUE, "expected a non-empty list of passages")
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            title, text = item.get("title", ""), item.get("text", item.get("sentences"))
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            title, text = item
+        else:
+            raise RowError("context", BAD_VALUE, f"passage {i}: expected [title, sentences] or {{title, text}}")
+        if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text):
+            text = "".join(text) if all(t[:1].isspace() or not t for t in text[1:]) else " ".join(text)
+        if not isinstance(title, str) or not isinstance(text, str) or not text.strip():
+            raise RowError("context", BAD_VALUE, f"passage {i}: title must be text and text non-empty")
+        pid, n = title.strip() or str(i), 1
+        while pid in seen:
+            n += 1
+            pid = f"{title.strip() or i}#{n}"
+        seen.add(pid)
+        out.append({"id": pid, "title": title.strip(), "text": text.strip()})
+    return out
+
+
+def _support_titles(raw: Any) -> list[str]:
+    """Titles of the supporting facts: [[title, sentence], ...] or {"title": [...], "sent_id": [...]}."""
+    titles = raw.get("title") if isinstance(raw, dict) else [f[0] for f in raw if isinstance(f, (list, tuple)) and f]
+    if not isinstance(titles, list) or not all(isinstance(t, str) for t in titles):
+        raise RowError("supporting_facts", BAD_VALUE, "expected [[title, sentence index], ...]")
+    return list(dict.fromkeys(t.strip() for t in titles))
 
 
 FORMATS: dict[str, RowFormat] = {

@@ -69,9 +69,15 @@ def _dataset(cfg, train_P, val_P) -> dict:
     else:
         t = cfg.task
         source = {"path": "built-in"}
-        task = f"arithmetic digits={t.digits} ops={t.ops} n_val={t.n_val} seed={t.seed}"
-    problems = _sha(_json([[p.uid, p.prompt, p.answer, p.meta] for P in (train_P, val_P) for p in P]))
+        task = (f"multihop people={t.people} n_val={t.n_val} seed={t.seed}" if t.name == "multihop" else
+                f"arithmetic digits={t.digits} ops={t.ops} n_val={t.n_val} seed={t.seed}")
+    # A built-in corpus lives in a cache folder that may move; its file name carries its content hash.
+    problems = _sha(_json([[p.uid, p.prompt, p.answer, _portable(p.meta)] for P in (train_P, val_P) for p in P]))
     return {**source, "task": task, "problems": problems, "train": len(train_P), "val": len(val_P)}
+
+
+def _portable(meta: dict) -> dict:
+    return {**meta, "corpus": Path(meta["corpus"]).name} if "corpus" in meta else meta
 
 
 def _reward(cfg) -> dict:

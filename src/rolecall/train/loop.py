@@ -28,6 +28,7 @@ from rolecall.rewards.verifier import Verifier, build_verifier
 from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
+from rolecall.tasks.multihop import MultiHopTask
 from rolecall.train.batch import rows_for_policy
 from rolecall.train.checkpoint import (CheckpointDamaged, checkpoint_fingerprint, discard_partial, load_checkpoint,
                                       resume_point, save_checkpoint, set_aside)
@@ -74,7 +75,8 @@ def load_problems(cfg: Config, count_tokens: Callable[[str], int] | None = None,
         train_P, val_P = load_dataset_problems(cfg.data, count_tokens, log=log)
     else:
         t = cfg.task
-        task = ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed)
+        task = (MultiHopTask(people=t.people, n_val=t.n_val, seed=t.seed) if t.name == "multihop"
+                else ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed))
         train_P, val_P = task.train(), task.validation()
     if not train_P or not val_P:
         raise ValueError(f"task: empty dataset (train {len(train_P)}, validation {len(val_P)} problems)")
@@ -123,7 +125,7 @@ def build_stack(cfg: Config) -> Stack:
     for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
         for p in adapter_params(model, name).values():
             p.requires_grad_(True)
-    optims = build_optimizers(model, routing.trainable, cfg.optim)
+    optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.policy_optim())
     engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
                       max_prompt_tokens=cfg.rollout.max_prompt_tokens)
     return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P, verifier)
@@ -150,11 +152,12 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
     return out
 
 
-def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int) -> list[Episode]:
+def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
+             training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
-                   check=checker(stack.verifier))
+                   check=checker(stack.verifier), training=training)
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
@@ -181,7 +184,8 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     cfg = stack.cfg
     t0 = time.time()
     problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, cfg.train.seed, step)
-    episodes = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=cfg.train.seed * 1_000_003 + step)
+    episodes = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes,
+                        seed=cfg.train.seed * 1_000_003 + step, training=True)
     t_roll = time.time()
     row: dict = {"step": step}
     row.update(score(episodes, stack.verifier))

@@ -73,12 +73,15 @@ class PolicyOptim:
         self.grad_ema = None if ema is None else ema.to(self.params[0].device)
 
 
-def build_optimizers(model, trainable: tuple[str, ...], cfg: OptimCfg) -> dict[str, PolicyOptim]:
+def build_optimizers(model, trainable: tuple[str, ...], cfg: OptimCfg,
+                     per_policy: dict[str, OptimCfg] | None = None) -> dict[str, PolicyOptim]:
+    """One AdamW per trainable policy, with `per_policy[name]` replacing `cfg` where given."""
     out = {}
     for name in trainable:
+        cfg_p = (per_policy or {}).get(name, cfg)
         params = list(adapter_params(model, name).values())
         # The fused kernel (CPU and CUDA): one call per step instead of a loop over LoRA tensors.
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
-        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused or None)
-        out[name] = PolicyOptim(params, opt, LrSchedule(opt, cfg))
+        opt = torch.optim.AdamW(params, lr=cfg_p.lr, weight_decay=cfg_p.weight_decay, fused=fused or None)
+        out[name] = PolicyOptim(params, opt, LrSchedule(opt, cfg_p))
     return out

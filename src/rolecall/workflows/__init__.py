@@ -15,11 +15,12 @@ from rolecall.workflows.chain import Chain
 from rolecall.workflows.debate import Debate
 from rolecall.workflows.eval_opt import EvalOpt
 from rolecall.workflows.orch_workers import OrchWorkers
+from rolecall.workflows.search_answer import SearchAnswer
 from rolecall.workflows.single import Single
 from rolecall.workflows.voting import Voting
 
-WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers, Chain, Debate)}
-PROMPT_SETS = ("math", "code", "paper_math", "paper_code")
+WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers, Chain, Debate, SearchAnswer)}
+PROMPT_SETS = ("math", "code", "paper_math", "paper_code", "search")
 
 __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user", "load_prompts", "workflow_prompts",
            "resolve_workflow_class", "build_workflow"]

@@ -46,9 +46,13 @@ class Team(Protocol):
     Rewards that need every grade first (a discounted future, a peer's outcome) come from
     `Workflow.turn_rewards(episode)`, which runs after scoring and overrides the above.
     An unscorable grade is None: the turn leaves its group's statistics (advantage 0).
+
+    `training` is True in training rollouts and False in validation and evaluation, so a
+    workflow can add turns that only serve learning (an augmented copy of a turn) there.
     """
 
     info: dict[str, Any]
+    training: bool
 
     async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply: ...
 

@@ -1,0 +1,241 @@
+"""`search_answer` (DAC): a searcher gathers evidence, a generator answers from it or abstains.
+
+From "Divide and Cooperate: Role-Decomposed Multi-Agent LLM Training with Cross-Agent
+Learning Signals". Up to `hops` times the searcher writes a query (`\\boxed{query}`, or
+`\\boxed{done}` to stop early) and gets the `top_k` BM25 passages for it; the generator then
+reads the question and every passage found and answers in `\\boxed{}` or abstains with
+`\\boxed{abstain}`. The final answer is the generator's.
+
+The corpus: the `corpus` option (a JSONL file of `{id, title, text}`), else the problem's
+`meta["corpus"]` (the built-in multihop task sets it), else the problem's own `context`
+passages (HotpotQA's distractor setting).
+
+The seed's checks: the answer is correct when it matches a gold answer exactly after
+normalisation (the run's `qa` verifier, EM); the evidence is sufficient when any passage
+found contains a gold answer as an exact string (after the same normalisation, on word
+boundaries). With c = correct, a = abstained, s = sufficient, the cross-agent rewards are
+
+    generator  R_g = c                 if it answered and was right
+                     -wrong_penalty    if it answered and was wrong (or gave no answer)
+                     alpha * (1 - s)   if it abstained: paid for abstaining on evidence that
+                                       cannot answer, nothing for abstaining on evidence that can
+    searcher   R_s = c + sufficiency_weight * s - abstain_penalty * a   (every searcher turn)
+
+The seed gives the terms (generator: answer correctness and abstaining on insufficient
+evidence weighted by alpha; searcher: answer correctness and evidence sufficiency,
+penalised when the generator abstains) but not one formula; this is rolecall's form,
+every coefficient an option. `abstain_signal: false` is the seed's falsification test:
+both abstention terms (alpha and abstain_penalty) are removed, nothing else changes.
+
+Hard-positive augmentation (`augment`, a rate): in training episodes only, that share of
+episodes adds a second generator turn (slot `generator_aug`) on evidence that is sufficient
+by construction, the problem's support passages (`meta["support"]` ids, else passages
+containing the answer) shuffled among the passages the searcher found and the question's
+own top hits. It is rewarded 1 when right, 0 when it abstains, -wrong_penalty when wrong,
+and does not change the final answer.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from importlib import resources
+from statistics import fmean
+
+import yaml
+
+from rolecall.parsing import last_boxed, strip_think
+from rolecall.retrieval import BM25Retriever, Passage
+from rolecall.retrieval.corpus import passage_from_row
+from rolecall.rewards.qa import normalize_answer
+from rolecall.types import Episode, Problem
+from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+
+SEARCH_PROMPTS = yaml.safe_load(resources.files("rolecall.workflows").joinpath("prompts/search.yaml").read_text("utf-8"))
+_MAX_QUERY_CHARS = 200
+
+
+class SearchAnswer(Workflow):
+    name = "search_answer"
+    roles = ("searcher", "generator")
+    templates = {"searcher": ("question", "evidence", "stop"), "generator": ("question", "evidence", "abstain")}
+
+    def __init__(self, prompts=SEARCH_PROMPTS, hops: int = 2, top_k: int = 3, corpus: str | None = None,
+                 alpha: float = 0.5, wrong_penalty: float = 0.5, sufficiency_weight: float = 0.5,
+                 abstain_penalty: float = 0.5, abstain_signal: bool = True, augment: float = 0.25,
+                 abstain_word: str = "abstain", stop_word: str = "done") -> None:
+        self.hops, self.top_k = positive_int_option("hops", hops), positive_int_option("top_k", top_k)
+        for name, value in (("alpha", alpha), ("wrong_penalty", wrong_penalty),
+                            ("sufficiency_weight", sufficiency_weight), ("abstain_penalty", abstain_penalty)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"workflow.options.{name}: must be a number >= 0, got {value!r}")
+        if isinstance(augment, bool) or not isinstance(augment, (int, float)) or not 0 <= augment <= 1:
+            raise ValueError(f"workflow.options.augment: must be a rate in [0, 1], got {augment!r}")
+        if not isinstance(abstain_signal, bool):
+            raise ValueError(f"workflow.options.abstain_signal: must be true or false, got {abstain_signal!r}")
+        for name, word in (("abstain_word", abstain_word), ("stop_word", stop_word)):
+            if not isinstance(word, str) or not normalize_answer(word):
+                raise ValueError(f"workflow.options.{name}: must be a word, got {word!r}")
+        if corpus is not None and not isinstance(corpus, str):
+            raise ValueError(f"workflow.options.corpus: must be the path of a JSONL corpus, got {corpus!r}")
+        self.corpus = corpus
+        self.alpha = float(alpha) if abstain_signal else 0.0
+        self.abstain_penalty = float(abstain_penalty) if abstain_signal else 0.0
+        self.wrong_penalty, self.sufficiency_weight = float(wrong_penalty), float(sufficiency_weight)
+        self.augment, self.abstain_word, self.stop_word = float(augment), abstain_word, stop_word
+        self._files: dict[str, BM25Retriever] = {}
+        self._contexts: OrderedDict[str, BM25Retriever] = OrderedDict()
+        super().__init__(prompts)
+
+    # -- the episode -------------------------------------------------------------------------
+
+    async def run(self, problem: Problem, team: Team) -> str:
+        retriever = self.retriever(problem)
+        found: dict[str, Passage] = {}
+        queries: list[str] = []
+        for _ in range(self.hops):
+            reply = await team.call("searcher", [user(self.render(
+                "searcher", question=problem.prompt, evidence=self.show(found.values(), "(nothing yet)"),
+                stop=self.stop_word))])
+            query = parse_query(reply)
+            if not query or normalize_answer(query) == normalize_answer(self.stop_word):
+                break
+            queries.append(query)
+            for p in await retriever.search(query, self.top_k):
+                found.setdefault(p.id, p)
+        evidence = list(found.values())
+        answer = await team.call("generator", [user(self.render(
+            "generator", question=problem.prompt, evidence=self.show(evidence, "(no passages found)"),
+            abstain=self.abstain_word))])
+        golds = answers_of(problem)
+        team.info.update(queries=queries, evidence=[p.id for p in evidence], generator_turn=answer.turn,
+                         sufficient=sufficient(evidence, golds), abstained=self.abstained(answer))
+        if getattr(team, "training", False) and self.augment and _draw(problem, queries) < self.augment:
+            shown = await self.hard_positive(problem, retriever, evidence, queries)
+            if shown:
+                aug = await team.call("generator", [user(self.render(
+                    "generator", question=problem.prompt, evidence=self.show(shown, ""),
+                    abstain=self.abstain_word))], slot="generator_aug")
+                team.grade(aug, "augmented")
+                team.info.update(augmented_turn=aug.turn, augmented_abstained=self.abstained(aug))
+        return answer
+
+    def retriever(self, problem: Problem) -> BM25Retriever:
+        path = self.corpus or problem.meta.get("corpus")
+        if path:
+            if path not in self._files:
+                self._files[path] = BM25Retriever.from_file(path)
+            return self._files[path]
+        context = problem.meta.get("context")
+        if not context:
+            raise ValueError(f"problem {problem.uid!r} has no corpus: set workflow.options.corpus to a JSONL file of "
+                             "{id, title, text}, or give the rows a `context` of passages")
+        if problem.uid not in self._contexts:
+            passages = [passage_from_row(row, default_id=str(i), where=f"problem {problem.uid!r}, context passage {i}")
+                        for i, row in enumerate(context)]
+            self._contexts[problem.uid] = BM25Retriever(passages)
+            if len(self._contexts) > 4096:  # a per-problem index is cheap to rebuild; memory is not free
+                self._contexts.popitem(last=False)
+        return self._contexts[problem.uid]
+
+    async def hard_positive(self, problem: Problem, retriever: BM25Retriever, evidence: list[Passage],
+                            queries: list[str]) -> list[Passage]:
+        """Support passages among distractors, as many passages as a full search finds."""
+        golds = answers_of(problem)
+        by_id = {p.id: p for p in retriever.passages}
+        support = [by_id[i] for i in problem.meta.get("support", ()) if i in by_id]
+        if not sufficient(support, golds):
+            hits = await retriever.search(" ".join([problem.prompt, *golds]), self.top_k)
+            support = [p for p in hits if sufficient([p], golds)][:1]
+        if not support:
+            return []  # the corpus cannot answer this question: nothing to augment with
+        size = max(self.hops * self.top_k, len(support) + 1)
+        distractors = [p for p in [*evidence, *await retriever.search(problem.prompt, size)]
+                       if p.id not in {s.id for s in support} and not sufficient([p], golds)]
+        shown = list({p.id: p for p in [*support, *distractors]}.values())[:max(size, len(support))]
+        order = sorted(range(len(shown)), key=lambda i: hashlib.sha256(f"{problem.uid}|{queries}|{i}".encode()).digest())
+        return [shown[i] for i in order]
+
+    def show(self, passages, empty: str) -> str:
+        lines = [f"[{i}] {p.render()}" for i, p in enumerate(passages, 1)]
+        return "\n".join(lines) if lines else empty
+
+    def abstained(self, text: str) -> bool:
+        boxed = last_boxed(strip_think(text))
+        return boxed is not None and normalize_answer(boxed) == normalize_answer(self.abstain_word)
+
+    # -- credit --------------------------------------------------------------------------------
+
+    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
+        if "generator_turn" not in episode.info:
+            return None  # cut by the time budget before the generator answered: outcome for all
+        correct = episode.reward
+        info = episode.info
+        gen, search = dac_rewards(correct, info["abstained"], info["sufficient"], alpha=self.alpha,
+                                  wrong_penalty=self.wrong_penalty, sufficiency_weight=self.sufficiency_weight,
+                                  abstain_penalty=self.abstain_penalty)
+        out: dict[int, float | None] = {t.index: search for t in episode.turns if t.role == "searcher"}
+        out[info["generator_turn"]] = gen
+        if "augmented_turn" in info:
+            grade = (episode.grades("augmented") or [None])[0]
+            out[info["augmented_turn"]] = (None if grade is None else 0.0 if info["augmented_abstained"]
+                                           else 1.0 if grade >= 1.0 else -self.wrong_penalty)
+        return out
+
+    def metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        done = [ep for ep in episodes if "generator_turn" in ep.info and ep.reward is not None]
+        if not done:
+            return {}
+        abstained = [ep for ep in done if ep.info["abstained"]]
+        enough = [ep for ep in done if ep.info["sufficient"]]
+        augmented = [g for ep in done for g in ep.grades("augmented") if g is not None]
+        nan = float("nan")
+        return {
+            "search_answer/em": fmean(ep.reward >= 1.0 for ep in done),
+            "search_answer/f1": fmean(float(ep.info.get("verdict", {}).get("f1", ep.reward)) for ep in done),
+            "search_answer/abstain_rate": len(abstained) / len(done),
+            "search_answer/abstain_precision": fmean(not ep.info["sufficient"] for ep in abstained) if abstained else nan,
+            "search_answer/sufficiency_rate": len(enough) / len(done),
+            "search_answer/em_when_sufficient": fmean(ep.reward >= 1.0 for ep in enough) if enough else nan,
+            "search_answer/hops": fmean(len(ep.info["queries"]) for ep in done),
+            **({"search_answer/augmented_em": fmean(g >= 1.0 for g in augmented)} if augmented else {}),
+        }
+
+
+def dac_rewards(correct: float | None, abstained: bool, sufficient_: bool, *, alpha: float, wrong_penalty: float,
+                sufficiency_weight: float, abstain_penalty: float) -> tuple[float | None, float | None]:
+    """(generator, searcher) rewards of the module docstring; None for both when unscorable."""
+    if correct is None:
+        return None, None
+    c = 1.0 if correct >= 1.0 else 0.0
+    if abstained:
+        gen = 0.0 if sufficient_ else alpha
+    else:
+        gen = 1.0 if c else -wrong_penalty
+    search = c + sufficiency_weight * float(sufficient_) - abstain_penalty * float(abstained)
+    return gen, search
+
+
+def answers_of(problem: Problem) -> list[str]:
+    return [a for a in (problem.meta.get("answers") or [problem.answer]) if isinstance(a, str) and a.strip()]
+
+
+def sufficient(passages, golds: list[str]) -> bool:
+    """Some passage contains some gold answer as an exact string (normalised, on word boundaries)."""
+    wanted = [f" {g} " for g in map(normalize_answer, golds) if g]
+    return any(w in f" {normalize_answer(p.render())} " for p in passages for w in wanted)
+
+
+def parse_query(reply: str) -> str:
+    """The query a searcher wrote: its last `\\boxed{}`, else its last non-empty line."""
+    text = strip_think(reply)
+    boxed = last_boxed(text)
+    if boxed is None:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        boxed = lines[-1] if lines else ""
+    return boxed[:_MAX_QUERY_CHARS].strip()
+
+
+def _draw(problem: Problem, queries: list[str]) -> float:
+    """A uniform draw in [0, 1) fixed by the episode's content, so a resumed step redraws the same."""
+    digest = hashlib.sha256(f"augment|{problem.uid}|{queries}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
