@@ -289,7 +289,8 @@ def test_a_problem_without_corpus_fails_naming_it():
 
 @pytest.mark.parametrize("options, says", [({"hops": 0}, "hops"), ({"augment": 1.5}, "augment"),
                                            ({"alpha": -1}, "alpha"), ({"abstain_signal": "no"}, "abstain_signal"),
-                                           ({"abstain_word": "  "}, "abstain_word")])
+                                           ({"abstain_word": "  "}, "abstain_word"),
+                                           ({"corpus": "/nonexistent/corpus.jsonl"}, "corpus: no such file")])
 def test_bad_options_are_named(options, says):
     with pytest.raises(ValueError, match=f"workflow.options.{says}"):
         build_workflow("search_answer", workflow_prompts("search_answer", None), options)

@@ -37,6 +37,7 @@ and does not change the final answer.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import OrderedDict
 from importlib import resources
 from statistics import fmean
@@ -77,6 +78,8 @@ class SearchAnswer(Workflow):
                 raise ValueError(f"workflow.options.{name}: must be a word, got {word!r}")
         if corpus is not None and not isinstance(corpus, str):
             raise ValueError(f"workflow.options.corpus: must be the path of a JSONL corpus, got {corpus!r}")
+        if corpus is not None and not os.path.isfile(corpus):  # checked at config load, not mid-run
+            raise ValueError(f"workflow.options.corpus: no such file {corpus!r} (a JSONL file of {{id, title, text}})")
         self.corpus = corpus
         self.alpha = float(alpha) if abstain_signal else 0.0
         self.abstain_penalty = float(abstain_penalty) if abstain_signal else 0.0

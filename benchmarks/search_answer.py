@@ -1,0 +1,78 @@
+"""Does search_answer learn, and does the cross-agent abstention signal matter?
+
+Runs `configs/examples/search_answer.yaml` through the real CLI twice on the same seed: as
+shipped, and with `workflow.options.abstain_signal=false` (the DAC paper's falsification test:
+both abstention terms removed, nothing else changed). Reads validation F1, EM, abstention
+and evidence-sufficiency rates from each run's metrics.jsonl and records them with the base
+weights the runs started from.
+
+    python benchmarks/search_answer.py                         # both arms, 15-minute budget each
+    python benchmarks/search_answer.py --model /tmp/base       # on another base model
+    python benchmarks/search_answer.py --steps 60 --only full
+
+The bar: validation F1 rises over its step-0 value within 15 minutes (exit 1 if not).
+Writes benchmarks/results/search_answer.json (arms merged by name).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
+
+RESULT = HERE / "results" / "search_answer.json"
+ARMS = {"full": [], "no_abstain_signal": ["workflow.options.abstain_signal=false"]}
+KEYS = ("f1", "em", "abstain_rate", "abstain_precision", "sufficiency_rate", "hops")
+
+
+def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int) -> dict:
+    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "search_answer.yaml"), *ARMS[name],
+           f"train.steps={steps}", f"train.seed={seed}", "--out", str(out)]
+    cmd += [f"model.path={model}"] if model else []
+    t0 = time.time()
+    run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    weights = json.loads((out / "fingerprint.json").read_text())["model"].get("weights")
+    curve = [{"step": r["step"], "elapsed_s": r["time/elapsed_s"],
+              **{k: r.get(f"val/search_answer/{k}") for k in KEYS}} for r in rows if "val/accuracy" in r]
+    return {"arm": name, "command": "rolecall train " + " ".join(cmd[4:]).replace(str(HERE.parent) + "/", ""),
+            "wall_s": round(time.time() - t0, 1), "base_weights": weights, "seed": seed, "val_curve": curve}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--budget-min", type=float, default=15.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", help="model.path for the runs (default: the embedded model)")
+    ap.add_argument("--only", choices=sorted(ARMS))
+    ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/rolecall-bench"))
+    a = ap.parse_args()
+    results = json.loads(RESULT.read_text()) if RESULT.is_file() else {"runs": {}}
+    met = True
+    for name in [a.only] if a.only else list(ARMS):
+        res = run_arm(name, a.runs_dir / f"search-{name}-{int(time.time())}", a.steps, a.model, a.seed)
+        within = [v for v in res["val_curve"] if v["elapsed_s"] <= a.budget_min * 60]
+        start, end = within[0], within[-1]
+        res.update(budget_s=a.budget_min * 60, start=start, end_within_budget=end,
+                   f1_gain=round((end["f1"] or 0) - (start["f1"] or 0), 4))
+        if name == "full":
+            met = res["f1_gain"] > 0
+        results["runs"][name] = res
+        print(f"{name}: F1 {start['f1']:.3f} -> {end['f1']:.3f} (step {end['step']}, {end['elapsed_s'] / 60:.1f} min), "
+              f"abstain {end['abstain_rate']:.2f}, sufficient {end['sufficiency_rate']:.2f}")
+    results.update(date=time.strftime("%Y-%m-%d"), machine={"cpus": os.cpu_count(), "python": platform.python_version()})
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(results, indent=2) + "\n")
+    print("bar met" if met else "bar NOT met: validation F1 did not rise within the budget")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
