@@ -415,3 +415,12 @@ def test_every_estimator_trains_search_answer(estimator):
     turns, adv, m = advantages(eps, estimator, None)
     assert len(adv) == len(turns) == sum(len(ep.turns) for ep in eps)
     assert all(math.isfinite(a) for a in adv) and any(a != 0 for a in adv), m
+
+
+def test_eval_output_is_strict_json():
+    from rolecall.cli import json_safe
+
+    out = json.dumps(json_safe({"val/accuracy": 0.5, "val/search_answer/abstain_precision": float("nan"),
+                                "x": float("inf"), "checkpoint": None}))
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in output")) == {
+        "val/accuracy": 0.5, "val/search_answer/abstain_precision": None, "x": None, "checkpoint": None}

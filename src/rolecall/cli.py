@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import os
 import sys
@@ -219,7 +220,13 @@ def eval_cmd(
     finally:
         stack.verifier.close()  # the math judge's worker, the code sandbox's leases
     result["checkpoint"] = str(ckpt) if ckpt else None
-    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
+
+
+def json_safe(metrics: dict) -> dict:
+    """NaN and infinities (a rate with nothing to count, e.g. abstention precision with no
+    abstention) as null: `NaN` is not JSON, and jq or a strict parser would reject the output."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()}
 
 
 @app.command("make-base")
