@@ -107,6 +107,43 @@ def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> 
     return engine.examples
 
 
+def search_facts(rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Packed facts for the two search roles' one hard skill, copying a name: the name a
+    question asks about (the first query), the name a passage leads to (the second query),
+    and the answer a pair of passages gives (loss on the copied name only)."""
+    from rolecall.basemodel.search_oracle import _follow, _question
+    from rolecall.tasks.multihop import MultiHopTask
+
+    rng = random.Random(seed)
+    world = MultiHopTask(seed=SEARCH_WORLD_SEED)
+    texts = {p.id: p.text for p in world._world[0]}
+    questions = world.train() + world.validation()
+    out = []
+    for _ in range(rows):
+        ids: list[int] = []
+        mask: list[int] = []
+        for _ in range(per_row):
+            q = questions[rng.randrange(len(questions))]
+            entity, first, second = _question(q.prompt)
+            passage, bridge_passage = (texts[i] for i in q.meta["support"])
+            bridge = _follow(passage, entity, first)
+            kind = rng.randrange(3)
+            if kind == 0:
+                qt, at = f"{q.prompt} Query: ", entity
+            elif kind == 1:
+                qt, at = f"{passage} {q.prompt} Query: ", bridge
+            else:
+                shown = [passage, bridge_passage]
+                rng.shuffle(shown)
+                qt, at = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
+            a_ids = tok(f"{at}\n", add_special_tokens=False)["input_ids"]
+            q_ids = tok(qt, add_special_tokens=False)["input_ids"]
+            ids += q_ids + a_ids
+            mask += [0] * len(q_ids) + [1] * len(a_ids)
+        out.append((ids, mask))
+    return out
+
+
 def _fact(p, rng: random.Random) -> tuple[str, str]:
     """One packed fact as (question, answer). Most are sums `a+b=c`; some teach the two skills
     the roles need besides arithmetic: copying the most common answer out of a numbered list
@@ -198,6 +235,8 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions, search_episodes))
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
+    if search_episodes:
+        mix += search_facts(2 * search_episodes, 6, tok, seed + 13)
     plan = phase1 + _batches(mix, batch, rng)
     steps = len(plan)
     model = build_model(tok, seed)
