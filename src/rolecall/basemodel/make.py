@@ -111,12 +111,12 @@ def search_facts(rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int
     """Packed facts for the two search roles' one hard skill, copying a name: the name a
     question asks about (the first query), the name a passage leads to (the second query),
     and the answer a pair of passages gives (loss on the copied name only)."""
-    from rolecall.basemodel.search_oracle import _follow, _question
+    from rolecall.basemodel.search_oracle import follow, parse_question
     from rolecall.tasks.multihop import MultiHopTask
 
     rng = random.Random(seed)
     world = MultiHopTask(seed=SEARCH_WORLD_SEED)
-    texts = {p.id: p.text for p in world._world[0]}
+    texts = {p.id: p.text for p in world.passages}
     questions = world.train() + world.validation()
     out = []
     for _ in range(rows):
@@ -124,9 +124,9 @@ def search_facts(rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int
         mask: list[int] = []
         for _ in range(per_row):
             q = questions[rng.randrange(len(questions))]
-            entity, first, second = _question(q.prompt)
+            entity, first, _ = parse_question(q.prompt)
             passage, bridge_passage = (texts[i] for i in q.meta["support"])
-            bridge = _follow(passage, entity, first)
+            bridge = follow(passage, entity, first)
             kind = rng.randrange(3)
             if kind == 0:
                 qt, at = f"{q.prompt} Query: ", entity

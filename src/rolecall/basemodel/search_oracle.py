@@ -30,7 +30,8 @@ _NAME = re.compile(r"\b[A-Z][a-z]{3,}\b")
 _NOT_NAMES = {"Question", "Evidence", "Answer", "Find", "Write", "Put", "If"}
 
 
-def _question(text: str) -> tuple[str, str, str] | None:
+def parse_question(text: str) -> tuple[str, str, str] | None:
+    """(named entity, relation to the bridge, relation of the bridge to the answer), or None."""
     for pattern, first, second in _QUESTIONS:
         m = pattern.search(text)
         if m:
@@ -38,7 +39,8 @@ def _question(text: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _follow(evidence: str, entity: str, relation: str) -> str | None:
+def follow(evidence: str, entity: str, relation: str) -> str | None:
+    """The name `entity`'s `relation` sentence in `evidence` leads to, or None."""
     m = re.search(_RELATIONS[relation].format(re.escape(entity)), evidence)
     return m.group(1) if m else None
 
@@ -53,12 +55,12 @@ def _evidence(text: str) -> str:
 
 
 def searcher(text: str, rate: float, rng: random.Random, stop: str = "done") -> str:
-    q = _question(text)
+    q = parse_question(text)
     if q is None:
         return f"\\boxed{{{stop}}}"
     entity, first, _ = q
     evidence = _evidence(text)
-    bridge = _follow(evidence, entity, first)
+    bridge = follow(evidence, entity, first)
     want = entity if bridge is None else bridge
     if rng.random() < rate:
         return f"\\boxed{{{want}}}"
@@ -66,13 +68,13 @@ def searcher(text: str, rate: float, rng: random.Random, stop: str = "done") -> 
 
 
 def generator(text: str, rate: float, rng: random.Random, abstain: str = "abstain") -> str:
-    q = _question(text)
+    q = parse_question(text)
     evidence = _evidence(text)
     if q is None:
         return f"\\boxed{{{abstain}}}"
     entity, first, second = q
-    bridge = _follow(evidence, entity, first)
-    answer = _follow(evidence, bridge, second) if bridge else None
+    bridge = follow(evidence, entity, first)
+    answer = follow(evidence, bridge, second) if bridge else None
     right = rng.random() < rate
     if answer is not None:
         if right:

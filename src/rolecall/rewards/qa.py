@@ -36,6 +36,11 @@ def f1(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def gold_answers(meta: dict, answer: str) -> list[str]:
+    """A QA problem's gold answers: `meta["answers"]` (datasets with several), else its one answer."""
+    return [a for a in (meta.get("answers") or [answer]) if isinstance(a, str) and a.strip()]
+
+
 def extract_answer(completion: str) -> str | None:
     text = strip_think(completion)
     boxed = last_boxed(text)

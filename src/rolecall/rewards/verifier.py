@@ -11,7 +11,7 @@ from typing import Protocol
 from rolecall.rewards.base import Score
 from rolecall.rewards.math import grade_math
 from rolecall.rewards.math_judge import MathJudge
-from rolecall.rewards.qa import grade_qa
+from rolecall.rewards.qa import gold_answers, grade_qa
 from rolecall.types import Problem
 
 
@@ -49,7 +49,7 @@ class QAVerifier:
     name: str = "qa"
 
     def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
-        return [grade_qa(c, list(p.meta.get("answers") or [p.answer]), metric=self.metric,
+        return [grade_qa(c, gold_answers(p.meta, p.answer), metric=self.metric,
                          missing_answer_penalty=self.format_penalty)
                 for c, p in zip(completions, problems, strict=True)]
 

@@ -84,10 +84,15 @@ class MultiHopTask:
             raise ValueError(f"task.n_val={self.n_val} leaves no training questions ({len(problems)} in all)")
         return passages, problems
 
+    @property
+    def passages(self) -> list[Passage]:
+        """The world's corpus: one passage per entity."""
+        return self._world[0]
+
     @cached_property
     def corpus_path(self) -> Path:
         """The corpus file, written on first use (atomically; identical settings share it)."""
-        passages = self._world[0]
+        passages = self.passages
         body = "".join(json.dumps([p.id, p.title, p.text]) for p in passages).encode()
         path = cache_dir("corpora", f"multihop-v{GENERATOR_VERSION}-{hashlib.sha256(body).hexdigest()[:12]}.jsonl")
         if not path.is_file():

@@ -47,7 +47,7 @@ import yaml
 from rolecall.parsing import last_boxed, strip_think
 from rolecall.retrieval import BM25Retriever, Passage
 from rolecall.retrieval.corpus import passage_from_row
-from rolecall.rewards.qa import normalize_answer
+from rolecall.rewards.qa import gold_answers, normalize_answer
 from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, positive_int_option, user
 
@@ -109,11 +109,11 @@ class SearchAnswer(Workflow):
         answer = await team.call("generator", [user(self.render(
             "generator", question=problem.prompt, evidence=self.show(evidence, "(no passages found)"),
             abstain=self.abstain_word))])
-        golds = answers_of(problem)
+        golds = gold_answers(problem.meta, problem.answer)
         team.info.update(queries=queries, evidence=[p.id for p in evidence], generator_turn=answer.turn,
                          sufficient=sufficient(evidence, golds), abstained=self.abstained(answer))
         if getattr(team, "training", False) and self.augment and _draw(problem, queries) < self.augment:
-            shown = await self.hard_positive(problem, retriever, evidence, queries)
+            shown = await self.hard_positive(problem, golds, retriever, evidence, queries)
             if shown:
                 aug = await team.call("generator", [user(self.render(
                     "generator", question=problem.prompt, evidence=self.show(shown, ""),
@@ -140,10 +140,9 @@ class SearchAnswer(Workflow):
                 self._contexts.popitem(last=False)
         return self._contexts[problem.uid]
 
-    async def hard_positive(self, problem: Problem, retriever: BM25Retriever, evidence: list[Passage],
-                            queries: list[str]) -> list[Passage]:
+    async def hard_positive(self, problem: Problem, golds: list[str], retriever: BM25Retriever,
+                            evidence: list[Passage], queries: list[str]) -> list[Passage]:
         """Support passages among distractors, as many passages as a full search finds."""
-        golds = answers_of(problem)
         by_id = {p.id: p for p in retriever.passages}
         support = [by_id[i] for i in problem.meta.get("support", ()) if i in by_id]
         if not sufficient(support, golds):
@@ -152,8 +151,9 @@ class SearchAnswer(Workflow):
         if not support:
             return []  # the corpus cannot answer this question: nothing to augment with
         size = max(self.hops * self.top_k, len(support) + 1)
+        support_ids = {s.id for s in support}
         distractors = [p for p in [*evidence, *await retriever.search(problem.prompt, size)]
-                       if p.id not in {s.id for s in support} and not sufficient([p], golds)]
+                       if p.id not in support_ids and not sufficient([p], golds)]
         shown = list({p.id: p for p in [*support, *distractors]}.values())[:max(size, len(support))]
         order = sorted(range(len(shown)), key=lambda i: hashlib.sha256(f"{problem.uid}|{queries}|{i}".encode()).digest())
         return [shown[i] for i in order]
@@ -216,10 +216,6 @@ def dac_rewards(correct: float | None, abstained: bool, sufficient_: bool, *, al
         gen = 1.0 if c else -wrong_penalty
     search = c + sufficiency_weight * float(sufficient_) - abstain_penalty * float(abstained)
     return gen, search
-
-
-def answers_of(problem: Problem) -> list[str]:
-    return [a for a in (problem.meta.get("answers") or [problem.answer]) if isinstance(a, str) and a.strip()]
 
 
 def sufficient(passages, golds: list[str]) -> bool:
