@@ -10,7 +10,7 @@ from rolecall.advantages import ESTIMATORS
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
-from workflow_helpers import MATH_WORKFLOWS, PROBLEM, roles, run, score_strict
+from workflow_helpers import MATH_WORKFLOWS, PROBLEM, prompts_for, roles, run, score_strict
 
 
 @pytest.mark.parametrize("estimator", sorted(ESTIMATORS))
@@ -26,7 +26,7 @@ def test_every_estimator_trains_every_workflow(name, estimator):
     # Alternate right and wrong answers so every group holds both outcomes.
     eps, _ = run(name, lambda r: "\\boxed{42}" if next(calls) % 2 else "\\boxed{7}", group_size=4)
     score_strict(eps)
-    credit(eps, build_workflow(name, load_prompts("math"), {}))
+    credit(eps, build_workflow(name, prompts_for(name), {}))
     turns, adv, m = advantages(eps, estimator, None)
     assert len(adv) == len(turns) == sum(len(ep.turns) for ep in eps)
     assert all(math.isfinite(a) for a in adv)

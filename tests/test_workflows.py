@@ -13,7 +13,7 @@ from rolecall.workflows import (WORKFLOWS, Workflow, WorkflowError, build_workfl
                                 resolve_workflow_class)
 from rolecall.workflows.orch_workers import parse_strategies
 from rolecall.workflows.voting import majority_choice, parse_choice
-from workflow_helpers import MATH_WORKFLOWS, PROBLEM, QA_WORKFLOWS, by_role, isolated, roles, run, slots
+from workflow_helpers import MATH_WORKFLOWS, OWN_PROMPTS, PROBLEM, QA_WORKFLOWS, by_role, isolated, roles, run, slots
 
 REPO = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------- registry
@@ -29,6 +29,7 @@ def test_shipped_workflow_names_and_roles():
         "chain": ("generator", "verifier", "refiner"),
         "debate": ("debater",),
         "search_answer": ("searcher", "generator"),
+        "deliberation": ("agent",),
     }
 
 
@@ -70,10 +71,18 @@ def test_missing_template_names_it():
         build_workflow("single", {"other": "x"}, {})
 
 
-@pytest.mark.parametrize("name", MATH_WORKFLOWS)
+@pytest.mark.parametrize("name", [n for n in MATH_WORKFLOWS if n not in OWN_PROMPTS])
 @pytest.mark.parametrize("prompts", ["math", "code", "paper_math", "paper_code"])
 def test_every_shipped_prompt_set_fits_every_shipped_workflow(name, prompts):
     build_workflow(name, load_prompts(prompts), {})
+
+
+def test_deliberation_defaults_to_its_own_prompt_set():
+    from rolecall.workflows import workflow_prompts
+
+    assert workflow_prompts("deliberation", None) == load_prompts("deliberation")
+    with pytest.raises(ValueError, match="no template 'solve'"):
+        build_workflow("deliberation", load_prompts("math"), {})
 
 
 @pytest.mark.parametrize("name", QA_WORKFLOWS)

@@ -4,13 +4,15 @@ from __future__ import annotations
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
-from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
+from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts, workflow_prompts
 
 PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
 # Workflows that answer questions from passages (their own prompt set, a corpus, the qa
 # verifier), tested in their own files; the rest play math problems with the math prompts.
 QA_WORKFLOWS = ("search_answer",)
 MATH_WORKFLOWS = sorted(n for n in WORKFLOWS if n not in QA_WORKFLOWS)
+# Workflows whose own default prompts replace the shared math set (their templates differ).
+OWN_PROMPTS = ("deliberation",)
 
 
 def isolated(wf: Workflow) -> dict[str, str]:
@@ -29,8 +31,13 @@ def by_role(**replies):
     return script
 
 
+def prompts_for(name: str) -> dict[str, str]:
+    """The prompts a math workflow's tests use: its own set if it has one, else the math set."""
+    return workflow_prompts(name, None) if name in OWN_PROMPTS else load_prompts("math")
+
+
 def run(name: str, script, *, options=None, problems=(PROBLEM,), group_size=1, routes=None):
-    wf = build_workflow(name, load_prompts("math"), options or {})
+    wf = build_workflow(name, prompts_for(name), options or {})
     engine = ScriptedEngine(script)
     eps = rollout(wf, list(problems), group_size, engine, routes or isolated(wf),
                   lambda role: 32, 0.7)

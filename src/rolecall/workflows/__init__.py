@@ -13,14 +13,16 @@ import yaml
 from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
 from rolecall.workflows.chain import Chain
 from rolecall.workflows.debate import Debate
+from rolecall.workflows.deliberation import Deliberation
 from rolecall.workflows.eval_opt import EvalOpt
 from rolecall.workflows.orch_workers import OrchWorkers
 from rolecall.workflows.search_answer import SearchAnswer
 from rolecall.workflows.single import Single
 from rolecall.workflows.voting import Voting
 
-WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers, Chain, Debate, SearchAnswer)}
-PROMPT_SETS = ("math", "code", "paper_math", "paper_code", "search")
+WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers, Chain, Debate, SearchAnswer,
+                                                  Deliberation)}
+PROMPT_SETS = ("math", "code", "paper_math", "paper_code", "search", "deliberation")
 
 __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user", "load_prompts", "workflow_prompts",
            "resolve_workflow_class", "build_workflow"]
