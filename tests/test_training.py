@@ -155,7 +155,11 @@ def test_every_shipped_workflow_has_an_example_config():
             assert ":" in yaml.safe_load(p.read_text())["workflow"]["name"], p
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+# A meta-policy example trains no LLM step: its stages run in test_deliberation.py.
+LLM_EXAMPLES = [p for p in EXAMPLES if "metapolicy" not in yaml.safe_load(p.read_text())]
+
+
+@pytest.mark.parametrize("example", LLM_EXAMPLES, ids=lambda p: p.stem)
 def test_each_example_config_trains_one_step(tiny_model_dir, tmp_path, example):
     res = CliRunner().invoke(app, ["train", str(example), f"model.path={tiny_model_dir}", "rollout.problems_per_step=2",
                                    "rollout.group_size=2", "task.n_val=4", "rollout.max_new_tokens=4",

@@ -161,6 +161,16 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
                                    highlight=False, soft_wrap=True)
         elif kind == "val":
             progress.console.print(f"step {row['step']:>4}  val/accuracy {row['val/accuracy']:.3f}")
+        elif kind == "progress":  # a meta-policy run's SoftRankPO steps
+            progress.update(task, total=row["total"], completed=row["done"], info=row["stage"])
+        elif kind == "meta":  # a meta-policy run's stages: say each where the user is looking
+            acc = next((v for k, v in row.items() if k.endswith("/accuracy")), None)
+            if acc is not None and row["stage"] in ("eval", "softrank_eval"):
+                what = row.get("arm") or f"SoftRankPO step {row['step']}"
+                progress.console.print(f"{row['stage']:<14} {what:<22} val/accuracy {acc:.3f}")
+            elif row["stage"] in ("states", "corpus"):
+                n = next(v for k, v in row.items() if k.endswith("/rows"))
+                progress.console.print(f"{row['stage']:<14} {n} rows in {row['time/elapsed_s']:.0f}s of the run")
         else:
             progress.update(task, completed=row["step"],
                             info=f"reward {row.get('reward/mean', float('nan')):.3f}  {row['time/step_s']:.1f}s/step")

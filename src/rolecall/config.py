@@ -207,6 +207,33 @@ class TrainCfg(_Strict):
                        "checkpoint); a non-finite update is always skipped and counted.")
 
 
+class MetaPolicyCfg(_Strict):
+    """The deliberation meta-policy and its training: supervised bootstrap, offline corpus, SoftRankPO."""
+
+    name: str = Field("meta", pattern=r"^[A-Za-z0-9_.-]+$", description="Policy name: metrics policy/<name>/..., checkpoints/policy-<name>/.")
+    hidden: PositiveInt = Field(32, description="Width of the state encoder and attention (a multiple of heads).")
+    heads: PositiveInt = Field(2, description="Attention heads over the peers' states.")
+    seed: int = Field(0, description="Seed of the network's init, batch order and sampled actions.")
+    sft_problems: PositiveInt = Field(300, description="Training problems deliberated with random actions to collect oracle-labelled states.")
+    sft_epochs: PositiveInt = Field(40, description="Epochs of the supervised bootstrap (cross-entropy on oracle actions).")
+    sft_lr: PositiveFloat = Field(3e-3, description="AdamW learning rate of the bootstrap.")
+    corpus_problems: PositiveInt = Field(300, description="Training problems deliberated by the bootstrapped policy with every action branched (the offline corpus).")
+    epochs: PositiveInt = Field(30, description="Epochs of SoftRankPO over the offline corpus.")
+    lr: PositiveFloat = Field(1e-3, description="AdamW learning rate of SoftRankPO.")
+    batch_size: PositiveInt = Field(64, description="States per optimizer step (both stages).")
+    tau: PositiveFloat = Field(0.8, description="SoftRank temperature (the paper's best, 0.8).")
+    beta: PositiveFloat = Field(0.1, description="Trust-region weight: implicit reward beta*log(pi/pi_sft).")
+    lam: float = Field(0.01, ge=0, description="Entropy bonus weight.")
+    checkpoint_every: PositiveInt = Field(20, description="Save the SoftRankPO state every N optimizer steps (and at the end).")
+    eval_every: PositiveInt = Field(100, description="Deliberate the validation set with the policy every N SoftRankPO steps (action-rate curves).")
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "MetaPolicyCfg":
+        if self.hidden % self.heads:
+            raise ValueError(f"metapolicy.hidden ({self.hidden}) must be a multiple of metapolicy.heads ({self.heads})")
+        return self
+
+
 class Config(_Strict):
     model: ModelCfg = Field(default_factory=ModelCfg)
     task: TaskCfg = Field(default_factory=TaskCfg)
@@ -223,6 +250,8 @@ class Config(_Strict):
     reward: RewardCfg = Field(default_factory=RewardCfg)
     train: TrainCfg = Field(default_factory=TrainCfg)
     alarms: AlarmsCfg = Field(default_factory=AlarmsCfg)
+    metapolicy: MetaPolicyCfg | None = Field(
+        None, description="Train a deliberation meta-policy (workflow deliberation) instead of LLM adapters; the agents stay frozen.")
 
     @model_validator(mode="after")
     def _semantics(self) -> "Config":
@@ -250,14 +279,34 @@ class Config(_Strict):
             raise ValueError(f"workflow.prompts: cannot read prompt file {self.workflow.prompts!r}: {_one_line(e)}; "
                              f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
         wf = build_workflow(self.workflow.name, prompts, self.workflow.options)
-        build_routing(self.routing, wf.roles, self.policy_table())
+        routing = build_routing(self.routing, wf.roles, self.policy_table())
         for field, by_role in (("rollout.max_new_tokens_by_role", self.rollout.max_new_tokens_by_role),
                                ("algo.kl_coef_by_role", self.algo.kl_coef_by_role)):
             unknown = sorted(set(by_role) - set(wf.roles))
             if unknown:
                 raise ValueError(f"{field}: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
         self._check_batch_sizes()
+        self._check_metapolicy(routing)
         return self
+
+    def _check_metapolicy(self, routing) -> None:
+        mp = self.metapolicy
+        if mp is None:
+            return
+        if self.workflow.name != "deliberation":
+            raise ValueError(f"metapolicy: a meta-policy decides for the 'deliberation' workflow, "
+                             f"but workflow.name is {self.workflow.name!r}")
+        if "deliberator" in self.workflow.options or "counterfactual" in self.workflow.options:
+            raise ValueError("workflow.options.deliberator/counterfactual: set by the meta-policy's training stages "
+                             "when metapolicy is set; remove them")
+        llm = sorted(set(routing.routes.values()) | set(routing.adapters))
+        if mp.name in llm:
+            raise ValueError(f"metapolicy.name: {mp.name!r} is also an LLM policy of the routing ({llm}); "
+                             "a meta-policy plays no LLM role, name it apart")
+        if routing.trainable:
+            raise ValueError(f"routing: the agents stay frozen while the meta-policy trains, but policies "
+                             f"{list(routing.trainable)} are trainable; route the agents to 'base' "
+                             "(or to adapters with trainable: false)")
 
     def _check_batch_sizes(self) -> None:
         r, a = self.rollout, self.algo

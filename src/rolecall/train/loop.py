@@ -118,8 +118,9 @@ def build_stack(cfg: Config) -> Stack:
     verifier = build_verifier(cfg.reward_cfg())  # before the model: a sandbox that cannot isolate fails fast
     model = load_model(m.path, m.dtype, m.device)
     torch.manual_seed(cfg.train.seed)  # LoRA A init
-    model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                            dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+    if routing.adapters or cfg.metapolicy is None:  # a meta-policy run may play every agent on the bare base
+        model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
+                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
     for p in model.parameters():
         p.requires_grad_(False)
     for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
@@ -242,6 +243,18 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False, 
         raise RunDirMissing(f"--resume {str(run.path)!r}: no config.yaml there (not a run directory)")
     notify = notify or (lambda text: print(text, file=sys.stderr))
     with hold(run.path), StopRequest(notify) as stop:
+        if cfg.metapolicy is not None:  # a deliberation meta-policy: its own stages, agents frozen
+            from rolecall.train.deliberate import train_metapolicy
+
+            try:
+                train_metapolicy(cfg, run, resume, force, on_event, notify, stop)
+            finally:
+                if run.metrics.exists() and run.rows():
+                    try:
+                        write_summary(run.path)
+                    except Exception as e:  # noqa: BLE001 - never mask the error that ended the run
+                        notify(f"summary.json not written: {e}")
+            return run.path
         return _train(cfg, run, resume, force, skip_damaged, on_event, stop_after, notify, stop)
 
 
