@@ -1,0 +1,125 @@
+"""Does the trained meta-policy deliberate better than its bootstrap and than fixed policies?
+
+Runs `configs/examples/deliberation.yaml` through the real CLI once per seed (the seed of the
+meta-policy's init, batches and sampled actions, and of the LLM's sampling) and reads each run's
+`deliberation.json` (validation accuracy of always-PERSIST, always-REFINE, always-CONCEDE,
+the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-rate curve
+(PERSIST/REFINE/CONCEDE per round while SoftRankPO trains) from metrics.jsonl.
+
+    python benchmarks/deliberation.py                 # seeds 0 1 2
+    python benchmarks/deliberation.py --seeds 0
+
+The bar: on the mean over seeds, the trained policy beats the bootstrap, always-PERSIST and
+always-REFINE on validation accuracy (exit 1 if not). Writes benchmarks/results/deliberation.json
+and the action-rate curves, docs/img/deliberation_actions.svg.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from statistics import fmean
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
+
+RESULT = HERE / "results" / "deliberation.json"
+PLOT = HERE.parent / "docs" / "img" / "deliberation_actions.svg"
+ACTIONS = ("persist", "refine", "concede")
+COLORS = {"persist": "#1f77b4", "refine": "#ff7f0e", "concede": "#2ca02c"}
+
+
+def write_curves(runs: list[dict], path: Path) -> None:
+    """One panel per round: the share of each action while SoftRankPO trains (mean over seeds)."""
+    steps = [p["softrank_step"] for p in runs[0]["action_curve"]]
+    rounds = sorted({int(k[5]) for k in runs[0]["action_curve"][0] if k.startswith("round")})
+    pw, ph, left, top, gap = 260, 170, 44, 34, 26
+    width, height = left + len(rounds) * (pw + gap), top + ph + 62
+    xmax = max(steps) or 1
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>']
+    for i, t in enumerate(rounds):
+        x0 = left + i * (pw + gap)
+        out.append(f'<text x="{x0 + pw / 2}" y="{top - 12}" text-anchor="middle" font-size="12">round {t + 1}</text>')
+        out.append(f'<rect x="{x0}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>')
+        for v in (0.0, 0.5, 1.0):
+            y = top + ph * (1 - v)
+            out.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{y}" y2="{y}" stroke="#eee"/>')
+            if i == 0:
+                out.append(f'<text x="{x0 - 6}" y="{y + 4}" text-anchor="end">{v:.1f}</text>')
+        for v in (0, xmax // 2, xmax):
+            x = x0 + pw * v / xmax
+            out.append(f'<text x="{x}" y="{top + ph + 14}" text-anchor="middle">{v}</text>')
+        for a in ACTIONS:
+            pts = []
+            for j, step in enumerate(steps):
+                vals = [r["action_curve"][j][f"round{t}_{a}"] for r in runs if j < len(r["action_curve"])]
+                vals = [v for v in vals if v is not None]
+                if vals:
+                    pts.append(f"{x0 + pw * step / xmax:.1f},{top + ph * (1 - fmean(vals)):.1f}")
+            out.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{COLORS[a]}" stroke-width="2"/>')
+    out.append(f'<text x="{left + (width - left) / 2}" y="{top + ph + 32}" text-anchor="middle">SoftRankPO step '
+               f'(validation deliberated by the policy, greedy; mean of {len(runs)} seeds)</text>')
+    x = left
+    for a in ACTIONS:
+        out.append(f'<line x1="{x}" x2="{x + 20}" y1="{height - 12}" y2="{height - 12}" stroke="{COLORS[a]}" stroke-width="2.5"/>'
+                   f'<text x="{x + 25}" y="{height - 8}">{a.upper()} rate</text>')
+        x += 130
+    out.append("</svg>")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+
+
+def run_seed(seed: int, out: Path, model: str | None) -> dict:
+    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "deliberation.yaml"),
+           f"metapolicy.seed={seed}", f"train.seed={seed}", "--out", str(out)]
+    cmd += [f"model.path={model}"] if model else []
+    t0 = time.time()
+    run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
+    report = json.loads((out / "deliberation.json").read_text())
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    prefix = f"policy/{report['policy']}/val/"
+    curve = [{"softrank_step": r["step"], "accuracy": r[prefix + "accuracy"],
+              **{f"round{t}_{a}": r.get(f"{prefix}round{t}_{a}") for t in range(3) for a in ACTIONS}}
+             for r in rows if r.get("stage") == "softrank_eval"]
+    weights = json.loads((out / "fingerprint.json").read_text())["model"].get("weights")
+    return {"seed": seed, "wall_s": round(time.time() - t0, 1), "base_weights": weights,
+            "states": report["states"], "corpus": report["corpus"],
+            "validation": report["validation"], "action_curve": curve}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--model", default=None, help="another base model directory (default: the embedded one)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-deliberation"))
+    args = ap.parse_args()
+    runs = []
+    for seed in args.seeds:
+        out = args.out / f"seed{seed}"
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        runs.append(run_seed(seed, out, args.model))
+        acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
+        print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)
+    arms = list(runs[0]["validation"])
+    mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
+    passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))
+    result = {"config": "configs/examples/deliberation.yaml", "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean,
+              "bar": "trained > sft, persist and refine (mean over seeds)", "passed": passed, "runs": runs}
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_curves(runs, PLOT)
+    print(f"mean validation accuracy: {json.dumps(mean)}; bar {'met' if passed else 'NOT met'}; wrote {RESULT}")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
