@@ -20,6 +20,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console(stderr=True)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from rolecall import __version__
+
+        print(f"rolecall {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print rolecall's version and exit.")) -> None:
+    """Train multi-agent LLM workflows with reinforcement learning, role by role."""
+
+
 def _fail(msg: str) -> None:
     from rich.markup import escape
 
