@@ -286,6 +286,30 @@ def make_base_cmd(
 
 
 @app.command()
+def configs(
+    names: list[str] = typer.Argument(None, help="Configs to copy (e.g. examples/voting); none = all."),
+    copy: Optional[Path] = typer.Option(None, "--copy", help="Copy the named configs (or all) into this folder, keeping their subfolders."),
+    force: bool = typer.Option(False, "--force", help="With --copy: overwrite files that exist."),
+) -> None:
+    """List the configs installed with rolecall, or copy them to edit.
+
+    Any command that takes a config also takes a shipped one by name: `rolecall train examples/voting`."""
+    from rolecall.shipped import copy_configs, describe, shipped_configs
+
+    if copy is None:
+        if names:
+            _fail("name configs only with --copy DIR; `rolecall configs` alone lists them")
+        out = Console(soft_wrap=True)
+        for name, path in shipped_configs().items():
+            out.print(f"{name:<40} {describe(path)}", highlight=False, markup=False)
+        return
+    with _as_user_errors():
+        written = copy_configs(list(names or []), copy, overwrite=force)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+@app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="One or more run directories (overlaid)."),
     control: Optional[Path] = typer.Option(None, "--control", help="A single-agent RL run drawn as a reference."),

@@ -390,7 +390,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
+            from rolecall.shipped import find_shipped
+
+            shipped = find_shipped(path)  # `examples/voting`, or a repository path without the repository
+            if shipped is None:
+                raise ConfigError(f"config file {str(p)!r} does not exist (nor is it a shipped config; "
+                                  "`rolecall configs` lists those)")
+            p = shipped
         tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}
         if not isinstance(tree, dict):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
