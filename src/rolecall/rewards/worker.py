@@ -1,0 +1,142 @@
+"""A child process spoken to in JSON lines, under a deadline per request.
+
+Verifiers that run code which may hang or crash (math-verify on a pathological answer, a
+user's reward function) run it in a `LineWorker`: the child prints `{"ready": true}` once its
+imports are done, then answers each `{"id", ...}` line with one `{"id", ...}` line (or
+`{"id", "error": str}`). A request that overruns its deadline, a child that dies, raises or
+answers out of step is killed, and the next request starts a fresh child. Nothing here uses
+signals, so it works from any thread; a forked process starts its own child.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+# Why a request got no answer. Only the first three can be caused by what was asked.
+OVERRAN, CRASHED, RAISED, NO_WORKER, OUT_OF_STEP = "overran", "crashed", "raised", "no worker", "out of step"
+Failure = tuple[str, str]  # (one of the kinds above, detail); ("", "") when answered
+
+
+class LineWorker:
+    def __init__(self, command: Sequence[str], *, name: str, startup_s: float = 60.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.command, self.name, self.startup_s = list(command), name, startup_s
+        self.env = None if env is None else dict(env)
+        self.startup_error = ""  # the child's last stderr line when it failed to start
+        self.restarts = 0  # children killed (overruns, crashes), for metrics
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._owner_pid = -1
+        self._buf = b""
+        self._next_id = 0
+
+    def request(self, payload: Mapping, deadline_s: float) -> tuple[dict | None, Failure]:
+        """(the child's answer without its id, ("", "")), or (None, (why not, detail))."""
+        with self._lock:
+            try:
+                self._ensure()
+                self._next_id += 1
+                self._proc.stdin.write((json.dumps({**payload, "id": self._next_id}) + "\n").encode())
+                self._proc.stdin.flush()
+            except (OSError, ValueError) as e:  # no child, or it died before it saw the request
+                self._kill()
+                return None, (NO_WORKER, str(e) or type(e).__name__)
+            try:
+                line = self._read_line(time.monotonic() + deadline_s)
+                failure = (OVERRAN, "") if line is None else None
+            except EOFError:
+                line, failure = None, (CRASHED, "")
+            except (OSError, ValueError) as e:
+                line, failure = None, (CRASHED, f"{type(e).__name__}: {e}")
+            if failure:
+                self._kill()
+                return None, failure
+            try:
+                resp = json.loads(line)
+            except ValueError:
+                resp = {}
+            if not isinstance(resp, dict) or resp.get("id") != self._next_id:
+                self._kill()  # out of step: start clean next time
+                return None, (OUT_OF_STEP, "")
+            if "error" in resp:
+                self._kill()  # an exception in the child: start clean next time
+                return None, (RAISED, str(resp["error"]))
+            resp.pop("id")
+            return resp, ("", "")
+
+    def close(self) -> None:
+        with self._lock:
+            self._kill()
+
+    def start(self) -> None:
+        """Start the child now (OSError if it cannot), not on the first request."""
+        with self._lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if self._proc is not None and self._proc.poll() is None and self._owner_pid == os.getpid():
+            return
+        if self._owner_pid == os.getpid():
+            self._kill()
+        # A forked child inherits the parent's handle; it must not share that worker.
+        self._proc, self._owner_pid, self._buf = None, os.getpid(), b""
+        self._proc = subprocess.Popen(
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.env, start_new_session=True)  # Ctrl-C in the terminal goes to the trainer, not here
+        # stderr is read only if the start fails; a worker that writes much to it must not block.
+        threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
+        try:
+            ready = self._read_line(time.monotonic() + self.startup_s)
+            started = ready is not None and json.loads(ready).get("ready") is True
+        except (EOFError, ValueError, AttributeError):
+            started = False
+        if not started:
+            self._kill()
+            raise OSError(f"{self.name} worker did not start" + (f": {self.startup_error}" if self.startup_error else ""))
+
+    def _drain_stderr(self, proc: subprocess.Popen) -> None:
+        last = ""
+        try:
+            for raw in proc.stderr:
+                text = raw.decode("utf-8", "replace").strip()
+                if text:
+                    last = text
+                    self.startup_error = last
+        except (OSError, ValueError):
+            pass
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        """The child's next line; None at the deadline; EOFError if it died."""
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError(f"{self.name} worker died")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def _kill(self) -> None:
+        proc, self._proc, self._buf = self._proc, None, b""
+        if proc is None:
+            return
+        if self._owner_pid == os.getpid() and proc.poll() is None:
+            self.restarts += 1
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
