@@ -158,7 +158,10 @@ class OptimCfg(_Strict):
 
 
 class RewardCfg(_Strict):
-    name: Literal["math", "code", "qa"] = Field("math", description="Verifier of the final answer.")
+    name: str = Field("math", description="Verifier of the final answer: math, code, qa, or your own function "
+                                            "as package.module:function (docs/verifiers.md).")
+    custom_deadline_s: PositiveFloat = Field(10.0, description="Deadline of one call of a custom reward function; "
+                                                               "a call that overruns it makes that sample unscorable.")
     format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa) or no fenced code block (code).")
     math_checker: Literal["auto", "math_verify", "strict"] = Field(
         "auto", description="Equivalence: math-verify in a killable worker, or exact/rational match only; auto = strict on the "
@@ -172,6 +175,17 @@ class RewardCfg(_Strict):
     qa_metric: Literal["em", "f1"] = Field("em", description="QA reward: normalised exact match or best token F1.")
     max_unscorable_frac: float = Field(0.5, gt=0, le=1, description="A step with more unscorable episodes than this is skipped (no update).")
     max_skipped_steps: PositiveInt = Field(3, description="This many skipped steps in a row halt the run (after a checkpoint).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_or_import_path(cls, v: str) -> str:
+        if v in ("math", "code", "qa"):
+            return v
+        module, sep, attr = v.partition(":")
+        ident = r"[A-Za-z_][A-Za-z0-9_]*"
+        if not (sep and re.fullmatch(rf"{ident}(\.{ident})*", module) and re.fullmatch(rf"{ident}(\.{ident})*", attr)):
+            raise ValueError(f"unknown {v!r}; allowed: math, code, qa, or your own function as package.module:function")
+        return v
 
 
 class AlarmsCfg(_Strict):
@@ -264,11 +278,12 @@ class Config(_Strict):
             raise ValueError("data.path: required when task.name is 'dataset' (a local file or directory)")
         if self.task.name != "dataset" and (self.data.path or self.data.val_path):
             raise ValueError(f"data.path is set but task.name is {self.task.name!r}; set task.name=dataset to train on it")
-        if self.task.name == "multihop" and self.reward.name != "qa":
+        custom = ":" in self.reward.name  # a user's function grades whatever rows it is given
+        if self.task.name == "multihop" and self.reward.name != "qa" and not custom:
             raise ValueError(f"reward.name: the multihop task is graded by 'qa', got {self.reward.name!r}")
         if self.task.name == "dataset":
             want = DATA_REWARD[self.data.format]
-            if self.reward.name != want:
+            if self.reward.name != want and not custom:
                 raise ValueError(f"reward.name: {self.data.format!r} rows are graded by {want!r}, got {self.reward.name!r}")
         if self.algo.estimator not in ESTIMATORS:
             raise ValueError(f"algo.estimator: unknown {self.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")

@@ -1,4 +1,4 @@
-"""One object per run that scores final answers in batches: math, code or QA.
+"""One object per run that scores final answers in batches: math, code, QA or a user's function.
 
 The trainer sees only `score_many(completions, problems) -> list[Score]`; which gold field a
 verifier reads (`answer`, `meta["answers"]`, `meta["tests"]`) is its own business.
@@ -107,4 +107,8 @@ def build_verifier(cfg) -> Verifier:
         return CodeVerifier(mode=cfg.code_mode, format_penalty=cfg.format_penalty, timeout_s=cfg.code_timeout_s,
                             memory_mb=cfg.code_memory_mb, workers=cfg.code_workers,
                             allow_unisolated=cfg.allow_unisolated_code)
-    raise ValueError(f"reward.name: unknown {cfg.name!r}; allowed: math, code, qa")
+    if ":" in cfg.name:
+        from rolecall.rewards.custom import CustomVerifier
+
+        return CustomVerifier(cfg.name, getattr(cfg, "custom_deadline_s", 10.0))
+    raise ValueError(f"reward.name: unknown {cfg.name!r}; allowed: math, code, qa or package.module:function")

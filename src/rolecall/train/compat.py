@@ -83,8 +83,14 @@ def _portable(meta: dict) -> dict:
 def _reward(cfg) -> dict:
     # What decides an episode's reward; verifier process counts and halting thresholds are not in it.
     r = cfg.reward_cfg()
-    return {k: getattr(r, k) for k in ("name", "format_penalty", "math_checker", "math_deadline_s",
-                                        "code_mode", "code_timeout_s", "code_memory_mb", "qa_metric")}
+    out = {k: getattr(r, k) for k in ("name", "format_penalty", "math_checker", "math_deadline_s",
+                                       "code_mode", "code_timeout_s", "code_memory_mb", "qa_metric")}
+    if ":" in r.name:  # a user's function: its source file's contents decide the reward too
+        from rolecall.rewards.custom import module_source
+
+        source = module_source(r.name)
+        out["source"] = _sha(Path(source).read_bytes()) if source and Path(source).is_file() else None
+    return out
 
 
 def run_fingerprint(cfg, stack) -> dict:
