@@ -217,33 +217,13 @@ def eval_cmd(
     base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
 ) -> None:
     """Validation accuracy of the workflow's final answer, printed as JSON."""
-    from rolecall.train.checkpoint import CheckpointDamaged, load_adapters, resume_point
-    from rolecall.train.loop import build_stack, validate
+    from rolecall.api import evaluate
 
     p = Path(target)
-    run_dir = p if p.is_dir() else None
-    if run_dir is not None and not (run_dir / "config.yaml").is_file():
+    if p.is_dir() and not (p / "config.yaml").is_file():
         _fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
-    cfg = _config(p / "config.yaml" if run_dir else p, overrides or [], None)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ckpt = None
-    with _as_user_errors():
-        if run_dir and not base:
-            point = resume_point(run_dir)
-            if point.damaged_newer:
-                raise CheckpointDamaged(point.refusal(run_dir))
-            ckpt = point.checkpoint
-            if ckpt is None:
-                _fail(f"{str(run_dir)!r} has no checkpoint yet")
-        stack = build_stack(cfg)
-    try:
-        with _as_user_errors():
-            if ckpt:
-                load_adapters(ckpt, stack.model, stack.routing.adapters)
-            result = validate(stack, base=base)
-    finally:
-        stack.verifier.close()  # the math judge's worker, the code sandbox's leases
-    result["checkpoint"] = str(ckpt) if ckpt else None
+    with _as_user_errors():  # ConfigError, a damaged or missing checkpoint, a verifier that cannot start
+        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []))
     sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
 
 

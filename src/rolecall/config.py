@@ -374,7 +374,7 @@ class ConfigError(UserError, ValueError):
     """A config problem, phrased with the dotted path, the bad value and what is allowed."""
 
 
-def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
     keys = dotted.split(".")
     node = tree
     for k in keys[:-1]:
@@ -401,25 +401,41 @@ def _one_line(e: Exception) -> str:
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
     """YAML file (or defaults) + `a.b=value` overrides (values parsed as YAML scalars)."""
-    tree: dict = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            from rolecall.shipped import find_shipped
+    tree = read_config_tree(path) if path is not None else {}
+    apply_overrides(tree, overrides)
+    return validate_config(tree)
 
-            shipped = find_shipped(path)  # `examples/voting`, or a repository path without the repository
-            if shipped is None:
-                raise ConfigError(f"config file {str(p)!r} does not exist (nor is it a shipped config; "
-                                  "`rolecall configs` lists those)")
-            p = shipped
-        tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}
-        if not isinstance(tree, dict):
-            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+
+def read_config_tree(path: str | Path) -> dict:
+    """The mapping a config file (or a shipped config's name, `examples/voting`) holds."""
+    p = Path(path)
+    if not p.is_file():
+        from rolecall.shipped import find_shipped
+
+        shipped = find_shipped(path)  # `examples/voting`, or a repository path without the repository
+        if shipped is None:
+            raise ConfigError(f"config file {str(p)!r} does not exist (nor is it a shipped config; "
+                              "`rolecall configs` lists those)")
+        p = shipped
+    tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+    return tree
+
+
+def apply_overrides(tree: dict, overrides: list[str]) -> None:
+    """`a.b=value` strings into `tree`, each value parsed as a YAML scalar (as on the command line)."""
     for item in overrides:
+        if not isinstance(item, str):
+            raise ConfigError(f"override {item!r}: expected a 'dotted.key=value' string")
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"override {item!r}: expected dotted.key=value")
-        _set_dotted(tree, key.strip(), _parse_yaml(raw, f"override {item!r}") if raw.strip() else "")
+        set_dotted(tree, key.strip(), _parse_yaml(raw, f"override {item!r}") if raw.strip() else "")
+
+
+def validate_config(tree: dict) -> Config:
+    """A Config from a nested mapping; `ConfigError` naming each dotted path at fault."""
     try:
         return Config.model_validate(tree)
     except ValidationError as e:

@@ -23,6 +23,7 @@ debate showing each agent its peers' scores): checks are batched like model call
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -209,5 +210,14 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
     (False for validation and evaluation).
     """
     jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
-    return asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature, on_wave,
-                                episode_timeout_s, check, training))
+    run = lambda: asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens,  # noqa: E731
+                                       temperature, on_wave, episode_timeout_s, check, training))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    # Called from inside a running event loop (a notebook, an async application): that loop
+    # cannot run another, so the rollout gets its own loop on a helper thread, and this call
+    # blocks like any other training call does.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rolecall-rollout") as pool:
+        return pool.submit(run).result()

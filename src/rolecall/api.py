@@ -1,0 +1,141 @@
+"""rolecall as a library: build a config, train, evaluate and read a run from Python.
+
+    import rolecall
+
+    cfg = rolecall.make_config({"workflow": {"name": "voting"}}, {"train.steps": 20})
+    run = rolecall.train(cfg, out="runs/voting")      # blocks; returns a Run
+    print(run.summary["accuracy"]["final"], run.metrics[-1])
+    print(rolecall.evaluate(run))                     # validation metrics of its latest checkpoint
+
+Everything works from a notebook too: training inside a running asyncio event loop (Jupyter's)
+runs its rollouts on a helper thread. The CLI is a thin layer over these functions.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rolecall.config import (Config, ConfigError, apply_overrides, load_config, read_config_tree, set_dotted,
+                             validate_config)
+
+def make_config(source: Config | Mapping[str, Any] | str | os.PathLike | None = None,
+           overrides: Mapping[str, Any] | Sequence[str] = ()) -> Config:
+    """A validated `Config` from a dict (nested like the YAML), a YAML path or shipped config
+    name (`examples/voting`), an existing Config, or None (the embedded default), with
+    `overrides` as {"dotted.key": value} or ["dotted.key=value", ...] (strings parsed as YAML,
+    as on the command line). Raises `ConfigError` naming the dotted path at fault."""
+    if isinstance(source, Config):
+        tree = source.model_dump(mode="json", exclude_unset=True)
+    elif isinstance(source, Mapping):
+        tree = json.loads(json.dumps(dict(source)))  # a deep copy: the caller's dict is never changed
+    elif source is None:
+        tree = {}
+    else:
+        tree = read_config_tree(source)
+    if isinstance(overrides, Mapping):
+        for key, value in overrides.items():
+            set_dotted(tree, key, value)
+    elif isinstance(overrides, str):
+        raise ConfigError("overrides: expected {'dotted.key': value} or a list of 'dotted.key=value' strings")
+    else:
+        apply_overrides(tree, list(overrides))
+    return validate_config(tree)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory, read on demand (a run still training shows its latest rows)."""
+
+    path: Path
+
+    @property
+    def config(self) -> Config:
+        return load_config(self.path / "config.yaml")
+
+    @property
+    def metrics(self) -> list[dict]:
+        """metrics.jsonl rows (a torn last line from a kill is skipped)."""
+        from rolecall.report.load import read_metrics
+
+        return read_metrics(self.path / "metrics.jsonl")[0]
+
+    @property
+    def summary(self) -> dict:
+        """summary.json (written at the end of training, and of a halted run)."""
+        return json.loads((self.path / "summary.json").read_text())
+
+    @property
+    def latest_checkpoint(self) -> Path | None:
+        from rolecall.train.checkpoint import latest_checkpoint
+
+        return latest_checkpoint(self.path)
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    """The run in `path` (ValueError if it holds none)."""
+    p = Path(path)
+    if not (p / "config.yaml").is_file():
+        raise ValueError(f"{str(p)!r} is not a run directory (no config.yaml)")
+    return Run(p)
+
+
+def train_run(cfg: Config | Mapping[str, Any] | str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
+          steps: int | None = None, resume: bool = False, force: bool = False,
+          on_event: Callable[[str, dict], None] | None = None,
+          notify: Callable[[str], None] | None = None) -> Run:
+    """Train (or with `resume`, continue) into `out` (default runs/<workflow>-<time>) and return the Run.
+
+    `on_event(kind, row)` sees every metrics row as it is logged ("step", "val", "alarm", ...);
+    `notify(text)` gets the messages the CLI prints (default: stderr).
+    """
+    import time
+
+    from rolecall.train.loop import train as run_train
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if resume:
+        if out is None:
+            raise ValueError("resume=True needs out=, the run directory to continue")
+        cfg = make_config(Path(out) / "config.yaml") if cfg is None else make_config(cfg)
+    else:
+        cfg = make_config(cfg)
+    if steps is not None:
+        cfg = make_config(cfg, {"train.steps": steps})
+    out = Path(out) if out is not None else Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Run(run_train(cfg, out, resume=resume, force=force, on_event=on_event, notify=notify))
+
+
+def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None = None, *,
+             base: bool = False, overrides: Mapping[str, Any] | Sequence[str] = ()) -> dict[str, Any]:
+    """Validation metrics of a run's latest checkpoint (a run directory or Run; `overrides`
+    change its config, e.g. more validation problems), or of a config's fresh (untrained)
+    adapters; `base` evaluates the bare base model. Adds "checkpoint" (path or None)."""
+    from rolecall.train.checkpoint import CheckpointDamaged, load_adapters, resume_point
+    from rolecall.train.loop import build_stack, validate
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    run_dir = target.path if isinstance(target, Run) else None
+    if isinstance(target, (str, os.PathLike)) and Path(target).is_dir():
+        run_dir = read_run(target).path
+    cfg = make_config(run_dir / "config.yaml" if run_dir else target, overrides)
+    ckpt = None
+    if run_dir and not base:
+        point = resume_point(run_dir)
+        if point.damaged_newer:
+            raise CheckpointDamaged(point.refusal(run_dir))
+        ckpt = point.checkpoint
+        if ckpt is None:
+            raise ValueError(f"{str(run_dir)!r} has no checkpoint yet")
+    stack = build_stack(cfg)
+    try:
+        if ckpt:
+            load_adapters(ckpt, stack.model, stack.routing.adapters)
+        result = validate(stack, base=base)
+    finally:
+        stack.verifier.close()  # the math judge's worker, the code sandbox's leases
+    result["checkpoint"] = str(ckpt) if ckpt else None
+    return result
