@@ -143,7 +143,7 @@ def test_unusable_paths_name_the_path_and_the_accepted_forms(tmp_path, make, why
 def test_missing_pyarrow_names_the_install_command(tmp_path, monkeypatch):
     p = write_parquet(tmp_path / "x.parquet", ROWS)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    with pytest.raises(ImportError, match="pip install pyarrow"):
+    with pytest.raises(ImportError, match=r"pip install .rolecall\[data\]. \(or pip install pyarrow\)"):
         read_rows(p)
 
 

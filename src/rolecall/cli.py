@@ -103,6 +103,8 @@ def train(
     skip_damaged: bool = typer.Option(False, "--skip-damaged", help="With --resume: move damaged checkpoints "
                                       "to checkpoints/damaged/ (with a copy of the logs) and resume from the newest good one."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config and exit."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
+                                 "warnings) here instead of in the run's library.log."),
 ) -> None:
     """Train the workflow's policies with RL; writes a run directory.
 
@@ -132,7 +134,7 @@ def train(
     out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         _fail(f"--out {str(out)!r} is a file; a run directory is a directory")
-    _run_training(cfg, out, resume is not None, force, skip_damaged)
+    _run_training(cfg, out, resume is not None, force, skip_damaged, verbose)
 
 
 def _preflight(cfg) -> None:
@@ -155,9 +157,11 @@ def _preflight(cfg) -> None:
     console.print(f"preflight ok: {json.dumps(info)}", highlight=False, soft_wrap=True)
 
 
-def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damaged: bool = False) -> None:
+def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damaged: bool = False,
+                  verbose: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from rolecall.chatter import library_output_to
     from rolecall.train.loop import train as run_train
     from rolecall.train.stop import TrainingStopped
 
@@ -193,7 +197,8 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
         progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
 
     try:
-        with _as_user_errors(catch_interrupt=False), progress:
+        chatter = contextlib.nullcontext() if verbose else library_output_to(out)
+        with _as_user_errors(catch_interrupt=False), progress, chatter:
             path = run_train(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
                              notify=notify)
     except TrainingStopped as e:

@@ -66,7 +66,8 @@ def _pyarrow():
         import pyarrow.ipc
         import pyarrow.parquet  # noqa: F401  (submodules must be imported explicitly)
     except ImportError as e:
-        raise ImportError(f"reading parquet/arrow datasets needs pyarrow: pip install pyarrow ({e})") from None
+        raise ImportError(f"reading parquet/arrow datasets needs pyarrow: pip install 'rolecall[data]' "
+                          f"(or pip install pyarrow) ({e})") from None
     return pyarrow
 
 

@@ -1,0 +1,65 @@
+"""Library chatter (transformers' weight-loading bar, its and PEFT's log lines, Python
+warnings such as FutureWarning) goes to a file in the run directory, not the user's terminal,
+so `rolecall train` shows rolecall's own progress. `--verbose` leaves it on the terminal.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+LOG_NAME = "library.log"
+_LOGGERS = ("transformers", "peft", "accelerate", "torch", "bm25s")
+
+
+@contextlib.contextmanager
+def library_output_to(run_dir: Path) -> Iterator[Path]:
+    """Send library warnings and log records to `run_dir/library.log` while inside the block."""
+    path = Path(run_dir) / LOG_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    # First, so that transformers installs its own stderr handler now, where it is replaced below.
+    bars = _transformers_bars(False)
+    saved = []
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate))
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    previous_bars = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    with warnings.catch_warnings():
+        warnings.showwarning = showwarning
+        try:
+            yield path
+        finally:
+            for logger, handlers, propagate in saved:
+                logger.handlers[:] = handlers
+                logger.propagate = propagate
+            handler.close()
+            if previous_bars is None:
+                os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+            else:
+                os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = previous_bars
+            if bars is not None:
+                _transformers_bars(bars)
+
+
+def _transformers_bars(enabled: bool) -> bool | None:
+    """Turn transformers' own tqdm bars (weight loading) on or off; returns the previous state."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return None
+    before = hf_logging.is_progress_bar_enabled()
+    (hf_logging.enable_progress_bar if enabled else hf_logging.disable_progress_bar)()
+    return before
