@@ -6,6 +6,8 @@ The library API (`rolecall.api`; loaded on first use, so `import rolecall` stays
     rolecall.train_run(cfg, out, steps=...) -> Run        blocks until done; also inside a running event loop
     rolecall.evaluate(run_or_cfg)           -> dict       validation metrics
     rolecall.read_run(path)                 -> Run        .config, .metrics, .summary, .latest_checkpoint
+    rolecall.generate(run, role, prompt)    -> str        one role's reply with the trained weights
+    rolecall.export_run(run, out, merge=)   -> [Path]     adapters (or merged models) for use elsewhere
 
 (`rolecall.config` and `rolecall.train` are the modules behind them.)
 """
@@ -15,16 +17,18 @@ import importlib
 
 __version__ = "0.1.0"
 
-_API = {"make_config", "train_run", "evaluate", "read_run", "Run"}
+_API = {"make_config", "train_run", "evaluate", "read_run", "Run", "generate"}
 _TYPES = {"Config": "rolecall.config", "ConfigError": "rolecall.config", "Workflow": "rolecall.workflows",
           "Team": "rolecall.workflows", "Problem": "rolecall.types", "Episode": "rolecall.types"}
 
-__all__ = ["__version__", *sorted(_API), *sorted(_TYPES)]
+__all__ = ["__version__", "export_run", *sorted(_API), *sorted(_TYPES)]
 
 
 def __getattr__(name: str):
     if name in _API:
         return getattr(importlib.import_module("rolecall.api"), name)
+    if name == "export_run":
+        return importlib.import_module("rolecall.export").export_run
     if name in _TYPES:
         return getattr(importlib.import_module(_TYPES[name]), name)
     raise AttributeError(f"module 'rolecall' has no attribute {name!r}")

@@ -139,3 +139,41 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
         stack.verifier.close()  # the math judge's worker, the code sandbox's leases
     result["checkpoint"] = str(ckpt) if ckpt else None
     return result
+
+
+def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int | None = None,
+             temperature: float = 0.0, max_new_tokens: int | None = None) -> str:
+    """One role's reply to `prompt` (a single user message) with the run's trained weights
+    (the latest checkpoint, or `step`), through rolecall's own engine; temperature 0 = greedy."""
+    import torch
+
+    from rolecall.engines.base import GenRequest
+    from rolecall.engines.hf import HFEngine
+    from rolecall.export import checkpoint_of
+    from rolecall.policies.model import attach_adapters, load_model, load_tokenizer
+    from rolecall.policies.routing import build_routing
+    from rolecall.train.checkpoint import load_adapters
+    from rolecall.workflows import build_workflow, workflow_prompts
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    run = run if isinstance(run, Run) else read_run(run)
+    cfg = run.config
+    wf = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts), cfg.workflow.options)
+    routing = build_routing(cfg.routing, wf.roles, cfg.policy_table())
+    if role not in routing.routes:
+        raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
+    ckpt = checkpoint_of(run.path, step)
+    m = cfg.model
+    tok = load_tokenizer(m.path, m.chat_template)
+    model = load_model(m.path, m.dtype, m.device)
+    if routing.adapters:
+        model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
+                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+        load_adapters(ckpt, model, routing.adapters)
+    model.eval()
+    engine = HFEngine(model, tok, enable_thinking=m.enable_thinking, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+    budget = max_new_tokens or cfg.rollout.max_new_tokens_by_role.get(role, cfg.rollout.max_new_tokens)
+    with torch.no_grad():
+        (out,) = engine.generate([GenRequest([{"role": "user", "content": prompt}], routing.routes[role], budget)],
+                                 temperature=temperature)
+    return out.completion_text

@@ -271,6 +271,42 @@ def make_base_cmd(
 
 
 @app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write (default <run>/export/step_N)."),
+    step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    merge: bool = typer.Option(False, "--merge", help="Write full models with each adapter merged into the base."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing export."),
+) -> None:
+    """Each policy's trained adapter (or merged model) with tokenizer, chat template and model card."""
+    from rolecall.export import export_run
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with _as_user_errors():
+        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def generate(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    role: str = typer.Option(..., "--role", help="The role to play, e.g. generator."),
+    prompt: str = typer.Option(..., "--prompt", help="The user message ('-' reads stdin)."),
+    step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Default: the run's budget for the role."),
+) -> None:
+    """One role's reply to a prompt with the run's trained weights, printed to stdout."""
+    from rolecall.api import generate as run_generate
+
+    text = sys.stdin.read() if prompt == "-" else prompt
+    with _as_user_errors():
+        reply = run_generate(run_dir, role, text, step=step, temperature=temperature, max_new_tokens=max_new_tokens)
+    sys.stdout.write(reply + "\n")
+
+
+@app.command()
 def configs(
     names: list[str] = typer.Argument(None, help="Configs to copy (e.g. examples/voting); none = all."),
     copy: Optional[Path] = typer.Option(None, "--copy", help="Copy the named configs (or all) into this folder, keeping their subfolders."),

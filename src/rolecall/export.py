@@ -1,0 +1,164 @@
+"""Trained policies out of a run, for use elsewhere: `rolecall export RUN [--step N] [--merge]`.
+
+For every LLM policy of the run (each adapter of its routing) it writes `<out>/<policy>/`:
+- without `--merge`: the PEFT adapter (`adapter_model.safetensors`, `adapter_config.json`
+  whose `base_model_name_or_path` is the base model's directory), the tokenizer with its chat
+  template, and a model card (`README.md`);
+- with `--merge`: a full model directory, base weights with the adapter folded in, loadable
+  with `AutoModelForCausalLM.from_pretrained` alone, plus the tokenizer and the card.
+
+Load an adapter export with plain transformers and PEFT:
+
+    base = AutoModelForCausalLM.from_pretrained(card_base_dir)
+    model = PeftModel.from_pretrained(base, "<out>/<policy>")
+    tok = AutoTokenizer.from_pretrained("<out>/<policy>")
+
+Tied embeddings: rolecall's LoRA targets linear layers only (`lora.target_modules`,
+`all-linear` excludes the output head), so the input embedding and the output head it is
+tied to are never changed, and a merged export keeps them tied, exactly as in the base. A
+target list that names `embed_tokens` or `lm_head` on a tied model is refused here, since
+merging it would change both matrices at once.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from rolecall.errors import UserError
+from rolecall.train.checkpoint import CheckpointDamaged, damage, latest_checkpoint
+
+
+class ExportError(UserError, ValueError):
+    """The run, step or output folder cannot give an export."""
+
+
+def checkpoint_of(run_dir: Path, step: int | None) -> Path:
+    """The checkpoint to export: `step_N`, or the newest complete one; verified against its manifest."""
+    root = Path(run_dir) / "checkpoints"
+    if step is None:
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise ExportError(f"{str(run_dir)!r} has no complete checkpoint to export")
+        return ckpt
+    ckpt = root / f"step_{step}"
+    if not ckpt.is_dir():
+        have = sorted(p.name for p in root.glob("step_*")) if root.is_dir() else []
+        raise ExportError(f"{str(run_dir)!r} has no checkpoint of step {step}; it has {have}")
+    why = damage(ckpt)
+    if why is not None:
+        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be exported: {why}")
+    return ckpt
+
+
+def _val_accuracy(run_dir: Path, step: int) -> float | None:
+    from rolecall.report.load import read_metrics
+
+    rows = read_metrics(Path(run_dir) / "metrics.jsonl")[0]
+    return next((r["val/accuracy"] for r in reversed(rows) if r.get("step") == step and "val/accuracy" in r), None)
+
+
+def _card(policy: str, roles: list[str], cfg, base_dir: Path, step: int, accuracy: float | None,
+          merged: bool, weights: str | None) -> str:
+    from rolecall import __version__
+
+    acc = "not measured at this step" if accuracy is None else f"{accuracy:.3f}"
+    how = ("A full model: the base weights with the LoRA adapter merged in." if merged else
+           "A LoRA adapter (PEFT) on the base model named below.")
+    return f"""---
+library_name: {"transformers" if merged else "peft"}
+base_model: {base_dir}
+tags: [rolecall, multi-agent, reinforcement-learning]
+---
+# rolecall policy `{policy}`
+
+{how} Trained with rolecall {__version__} by reinforcement learning as part of a
+multi-agent workflow.
+
+| | |
+|---|---|
+| base model | `{base_dir}`{f" (weights {weights})" if weights else ""} |
+| workflow | `{cfg.workflow.name}` |
+| roles it plays | {", ".join(f"`{r}`" for r in roles)} |
+| training steps | {step} |
+| validation accuracy of the workflow at this step | {acc} |
+| estimator | `{cfg.algo.estimator}` |
+| LoRA | r={cfg.lora.r}, alpha={cfg.lora.alpha}, targets `{cfg.lora.target_modules}` |
+
+The prompts the roles were trained with are the workflow's (`workflow.prompts`, here
+`{cfg.workflow.prompts or "the workflow's default set"}`); the tokenizer and chat template
+in this folder are the ones training used.
+"""
+
+
+def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int | None = None,
+               merge: bool = False, overwrite: bool = False) -> list[Path]:
+    """Write every LLM policy of the run under `out` (default `<run>/export/step_N`); returns the folders."""
+    from rolecall.api import read_run
+    from rolecall.policies.model import load_model, load_tokenizer, resolve_model_dir
+    from rolecall.policies.routing import BASE_POLICY, build_routing
+    from rolecall.workflows import build_workflow, workflow_prompts
+
+    run = read_run(run_dir)
+    cfg = run.config
+    ckpt = checkpoint_of(run.path, step)
+    step = int(ckpt.name.removeprefix("step_"))
+    wf = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts), cfg.workflow.options)
+    routing = build_routing(cfg.routing, wf.roles, cfg.policy_table())
+    if not routing.adapters:
+        raise ExportError(f"{str(run.path)!r} trains no LLM adapter; nothing to export")
+    out = Path(out) if out is not None else run.path / "export" / f"step_{step}"
+    targets = {p: out / p for p in routing.adapters}
+    clash = [str(t) for t in targets.values() if t.exists() and any(t.iterdir())]
+    if clash and not overwrite:
+        raise ExportError(f"{clash[0]} exists and is not empty; pass --force to overwrite")
+    base_dir = resolve_model_dir(cfg.model.path)
+    tok = load_tokenizer(cfg.model.path, cfg.model.chat_template)
+    try:
+        weights = json.loads((run.path / "fingerprint.json").read_text())["model"].get("weights")
+    except (OSError, ValueError, KeyError):
+        weights = None
+    tied = _tied(base_dir)
+    if merge and tied and _targets_embeddings(cfg.lora.target_modules):
+        raise ExportError(f"lora.target_modules {cfg.lora.target_modules!r} includes the embedding or output head of a "
+                          "model whose embeddings are tied; merging would change both; export the adapter instead")
+    accuracy = _val_accuracy(run.path, step)
+    written = []
+    for policy, dest in targets.items():
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        roles = [r for r, p in routing.routes.items() if p == policy]
+        if merge:
+            from peft import PeftModel
+
+            base = load_model(cfg.model.path, "float32", "cpu")
+            merged = PeftModel.from_pretrained(base, str(ckpt / policy)).merge_and_unload()
+            merged.save_pretrained(dest, safe_serialization=True)
+            del merged, base
+        else:
+            for name in ("adapter_model.safetensors", "adapter_config.json"):
+                shutil.copyfile(ckpt / policy / name, dest / name)
+            config = json.loads((dest / "adapter_config.json").read_text())
+            config["base_model_name_or_path"] = str(base_dir)
+            (dest / "adapter_config.json").write_text(json.dumps(config, indent=2))
+        tok.save_pretrained(dest)
+        (dest / "README.md").write_text(_card(policy, roles, cfg, base_dir, step, accuracy, merge, weights))
+        written.append(dest)
+    unused = [r for r, p in routing.routes.items() if p == BASE_POLICY]
+    if unused:
+        (out / "BASE_ROLES.txt").write_text("These roles ran on the bare base model (no adapter): "
+                                            + ", ".join(unused) + f"\nbase: {base_dir}\n")
+    return written
+
+
+def _tied(base_dir: Path) -> bool:
+    try:
+        return bool(json.loads((base_dir / "config.json").read_text()).get("tie_word_embeddings", False))
+    except (OSError, ValueError):
+        return False
+
+
+def _targets_embeddings(targets) -> bool:
+    names = [targets] if isinstance(targets, str) else list(targets)
+    return any(n in ("embed_tokens", "lm_head") or n.endswith((".embed_tokens", ".lm_head")) for n in names)
