@@ -43,6 +43,8 @@ class PolicyOptimCfg(_Strict):
 
 class PolicyCfg(_Strict):
     trainable: bool = Field(True, description="False: the adapter is used for rollouts but never updated.")
+    init_from: str | None = Field(None, description="Start from this adapter: a PEFT adapter directory, a checkpoint's "
+                                                    "<policy>/ folder, or an earlier run directory (its latest checkpoint).")
     optim: PolicyOptimCfg = Field(default_factory=PolicyOptimCfg, description="Per-policy optimizer overrides, e.g. {lr: 1e-3}.")
 
 
@@ -295,6 +297,12 @@ class Config(_Strict):
                              f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
         wf = build_workflow(self.workflow.name, prompts, self.workflow.options)
         routing = build_routing(self.routing, wf.roles, self.policy_table())
+        unused = sorted(set(self.policies or {}) - set(routing.routes.values()))
+        if unused:
+            import warnings
+
+            warnings.warn(f"policies: {unused} are played by no role of {wf.name!r} (roles -> policies: "
+                          f"{routing.routes}); they are loaded but never used", UserWarning, stacklevel=2)
         for field, by_role in (("rollout.max_new_tokens_by_role", self.rollout.max_new_tokens_by_role),
                                ("algo.kl_coef_by_role", self.algo.kl_coef_by_role)):
             unknown = sorted(set(by_role) - set(wf.roles))
@@ -361,6 +369,10 @@ class Config(_Strict):
             if changes:
                 out[name] = self.optim.model_copy(update=changes)
         return out
+
+    def policy_init(self) -> dict[str, str]:
+        """{policy: init_from path} of the policies that start from an adapter trained elsewhere."""
+        return {name: pol.init_from for name, pol in (self.policies or {}).items() if pol.init_from}
 
     def policy_table(self) -> dict[str, bool] | None:
         return None if self.policies is None else {k: v.trainable for k, v in self.policies.items()}

@@ -49,6 +49,11 @@ def _weights_digest(model_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def model_fingerprint(cfg) -> dict:
+    """The base model's identity: its directory, config.json and weights, as hashes."""
+    return _model(cfg)
+
+
 def _model(cfg) -> dict:
     d = resolve_model_dir(cfg.model.path)
     return {"path": str(d.resolve()), "config.json": _sha((d / "config.json").read_bytes()),
@@ -93,6 +98,14 @@ def _reward(cfg) -> dict:
     return out
 
 
+def _init(cfg) -> dict:
+    """The weights each `init_from` policy starts from (absent when none does)."""
+    from rolecall.policies.init_from import adapter_digest, resolve_adapter
+
+    init = {p: adapter_digest(resolve_adapter(p, path)) for p, path in cfg.policy_init().items()}
+    return {"init_from": init} if init else {}
+
+
 def run_fingerprint(cfg, stack) -> dict:
     """The fingerprint of the run `stack` was built for (hashes only: cheap for any model size)."""
     w, lora = cfg.workflow, cfg.lora
@@ -102,7 +115,7 @@ def run_fingerprint(cfg, stack) -> dict:
         "dataset": _dataset(cfg, stack.train_P, stack.val_P),
         "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(workflow_prompts(w.name, w.prompts)))},
         "routing": {"routing": cfg.routing if isinstance(cfg.routing, str) else _json(cfg.routing),
-                    "policies": _json(cfg.policy_table())},
+                    "policies": _json(cfg.policy_table()), **_init(cfg)},
         "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules)},
         "reward": _reward(cfg),
     }

@@ -121,6 +121,7 @@ def build_stack(cfg: Config) -> Stack:
     if routing.adapters or cfg.metapolicy is None:  # a meta-policy run may play every agent on the bare base
         model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
                                 dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+    start_from_adapters(cfg, model)
     for p in model.parameters():
         p.requires_grad_(False)
     for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
@@ -130,6 +131,20 @@ def build_stack(cfg: Config) -> Stack:
     engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
                       max_prompt_tokens=cfg.rollout.max_prompt_tokens)
     return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P, verifier)
+
+
+def start_from_adapters(cfg: Config, model) -> dict[str, Path]:
+    """Load each `init_from` adapter into its policy (before optimizers exist); {policy: adapter dir}."""
+    from rolecall.policies.init_from import check_adapter, load_init, resolve_adapter
+    from rolecall.train.compat import model_fingerprint
+
+    found = {}
+    for policy, path in cfg.policy_init().items():
+        adapter = resolve_adapter(policy, path)
+        check_adapter(policy, adapter, cfg.lora, model_fingerprint(cfg))
+        load_init(model, policy, adapter)
+        found[policy] = adapter
+    return found
 
 
 @functools.lru_cache(maxsize=4)
