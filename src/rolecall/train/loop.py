@@ -317,8 +317,6 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
     else:
         run.create(cfg)
     stack = build_stack(cfg)
-    sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project, mode=cfg.train.wandb_mode,
-                        config=cfg.model_dump(mode="json"))
     try:
         start = 0
         fingerprint = run_fingerprint(cfg, stack)
@@ -340,6 +338,10 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             notify(f"the run is already at step {start} of train.steps={cfg.train.steps}: nothing to train "
                    "(pass --steps N to go further)")
         run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
+        # Built once the resume point is known: TensorBoard hides what a crashed process logged
+        # past it, W&B continues the same run id.
+        sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project, mode=cfg.train.wandb_mode,
+                            config=cfg.model_dump(mode="json"), resume_step=start if resume else None)
         kept = run.rows()  # after truncation: what the run keeps
         if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # the monitor replays exactly that
             monitor = build_monitor(cfg, stack.routing)
