@@ -133,7 +133,7 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
     stack = build_stack(cfg)
     try:
         if ckpt:
-            load_adapters(ckpt, stack.model, stack.routing.adapters)
+            load_adapters(ckpt, stack.models_by_adapter(), stack.routing.adapters)
         result = validate(stack, base=base)
     finally:
         stack.verifier.close()  # the math judge's worker, the code sandbox's leases
@@ -152,6 +152,7 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     from rolecall.export import checkpoint_of
     from rolecall.policies.model import attach_adapters, load_model, load_tokenizer
     from rolecall.policies.routing import build_routing
+    from rolecall.train.bases import policy_paths
     from rolecall.train.checkpoint import load_adapters
     from rolecall.workflows import build_workflow, workflow_prompts
 
@@ -164,12 +165,15 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
         raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
     ckpt = checkpoint_of(run.path, step)
     m = cfg.model
-    tok = load_tokenizer(m.path, m.chat_template)
-    model = load_model(m.path, m.dtype, m.device)
-    if routing.adapters:
-        model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
+    paths = policy_paths(cfg, routing)
+    path = paths.get(routing.routes[role], m.path)  # the base of the role's policy (`base`: the run's)
+    tok = load_tokenizer(path, m.chat_template if path == m.path else None)
+    model = load_model(path, m.dtype, m.device)
+    adapters = tuple(p for p in routing.adapters if paths[p] == path)
+    if adapters:
+        model = attach_adapters(model, list(adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
                                 dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
-        load_adapters(ckpt, model, routing.adapters)
+        load_adapters(ckpt, model, adapters)
     model.eval()
     engine = HFEngine(model, tok, enable_thinking=m.enable_thinking, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
     budget = max_new_tokens or cfg.rollout.max_new_tokens_by_role.get(role, cfg.rollout.max_new_tokens)

@@ -43,6 +43,8 @@ class PolicyOptimCfg(_Strict):
 
 class PolicyCfg(_Strict):
     trainable: bool = Field(True, description="False: the adapter is used for rollouts but never updated.")
+    model: str | None = Field(None, description="This policy's own base model (a local HF directory or `embedded`); "
+                                                "default: the run's model.path. Each base is served by its own engine.")
     init_from: str | None = Field(None, description="Start from this adapter: a PEFT adapter directory, a checkpoint's "
                                                     "<policy>/ folder, or an earlier run directory (its latest checkpoint).")
     optim: PolicyOptimCfg = Field(default_factory=PolicyOptimCfg, description="Per-policy optimizer overrides, e.g. {lr: 1e-3}.")

@@ -97,6 +97,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
     from rolecall.api import read_run
     from rolecall.policies.model import load_model, load_tokenizer, resolve_model_dir
     from rolecall.policies.routing import BASE_POLICY, build_routing
+    from rolecall.train.bases import policy_paths
     from rolecall.workflows import build_workflow, workflow_prompts
 
     run = read_run(run_dir)
@@ -112,19 +113,21 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
     clash = [str(t) for t in targets.values() if t.exists() and any(t.iterdir())]
     if clash and not overwrite:
         raise ExportError(f"{clash[0]} exists and is not empty; pass --force to overwrite")
-    base_dir = resolve_model_dir(cfg.model.path)
-    tok = load_tokenizer(cfg.model.path, cfg.model.chat_template)
+    paths = policy_paths(cfg, routing)
     try:
-        weights = json.loads((run.path / "fingerprint.json").read_text())["model"].get("weights")
+        fp_model = json.loads((run.path / "fingerprint.json").read_text())["model"]
     except (OSError, ValueError, KeyError):
-        weights = None
-    tied = _tied(base_dir)
-    if merge and tied and _targets_embeddings(cfg.lora.target_modules):
-        raise ExportError(f"lora.target_modules {cfg.lora.target_modules!r} includes the embedding or output head of a "
-                          "model whose embeddings are tied; merging would change both; export the adapter instead")
+        fp_model = {}
     accuracy = _val_accuracy(run.path, step)
     written = []
     for policy, dest in targets.items():
+        path = paths[policy]
+        base_dir = resolve_model_dir(path)
+        tok = load_tokenizer(path, cfg.model.chat_template if path == cfg.model.path else None)
+        weights = (fp_model.get("policy_bases", {}).get(policy) or fp_model).get("weights")
+        if merge and _tied(base_dir) and _targets_embeddings(cfg.lora.target_modules):
+            raise ExportError(f"lora.target_modules {cfg.lora.target_modules!r} includes the embedding or output head "
+                              "of a model whose embeddings are tied; merging would change both; export the adapter instead")
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
@@ -132,7 +135,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
         if merge:
             from peft import PeftModel
 
-            base = load_model(cfg.model.path, "float32", "cpu")
+            base = load_model(path, "float32", "cpu")
             merged = PeftModel.from_pretrained(base, str(ckpt / policy)).merge_and_unload()
             merged.save_pretrained(dest, safe_serialization=True)
             del merged, base
@@ -148,7 +151,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
     unused = [r for r, p in routing.routes.items() if p == BASE_POLICY]
     if unused:
         (out / "BASE_ROLES.txt").write_text("These roles ran on the bare base model (no adapter): "
-                                            + ", ".join(unused) + f"\nbase: {base_dir}\n")
+                                            + ", ".join(unused) + f"\nbase: {resolve_model_dir(cfg.model.path)}\n")
     return written
 
 

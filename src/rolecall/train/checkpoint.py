@@ -79,6 +79,11 @@ def _adapter_files(model, name: str) -> dict[str, bytes]:
             "adapter_config.json": json.dumps(config, indent=2, sort_keys=True).encode()}
 
 
+def _model_of(model, name: str):
+    """`model`, or for a run whose policies sit on several bases ({adapter: model}), that adapter's."""
+    return model[name] if isinstance(model, dict) else model
+
+
 def save_adapter(model, name: str, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for fname, data in _adapter_files(model, name).items():
@@ -121,7 +126,7 @@ def _write_step(tmp: Path, step: int, model, optims: dict, adapters: tuple[str, 
     written: dict[str, bytes] = {}
     for name in adapters:
         (tmp / name).mkdir()
-        for fname, data in _adapter_files(model, name).items():
+        for fname, data in _adapter_files(_model_of(model, name), name).items():
             write_durable(tmp / name / fname, data)
             written[f"{name}/{fname}"] = data
         _fsync_dir(tmp / name)
@@ -382,7 +387,7 @@ def load_adapters(ckpt: Path, model, adapters: tuple[str, ...]) -> None:
     """Each policy's adapter from checkpoint `ckpt`; `CheckpointDamaged` names one that cannot be read."""
     for name in adapters:
         try:
-            load_adapter(model, name, ckpt / name)
+            load_adapter(_model_of(model, name), name, ckpt / name)
         except Exception as e:  # noqa: BLE001 - SafetensorError (not an OSError), a missing or foreign adapter
             raise CheckpointDamaged(f"checkpoint {str(ckpt)!r}: the adapter of policy {name!r} cannot be loaded: {e}") from None
 

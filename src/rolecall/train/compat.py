@@ -49,21 +49,29 @@ def _weights_digest(model_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def model_fingerprint(cfg) -> dict:
-    """The base model's identity: its directory, config.json and weights, as hashes."""
-    return _model(cfg)
-
-
-def _model(cfg) -> dict:
-    d = resolve_model_dir(cfg.model.path)
+def model_fingerprint(cfg, path: str | None = None) -> dict:
+    """A base model's identity (the run's, or the one at `path`): directory, config.json and weights, as hashes."""
+    d = resolve_model_dir(path or cfg.model.path)
     return {"path": str(d.resolve()), "config.json": _sha((d / "config.json").read_bytes()),
             "weights": _weights_digest(d)}
 
 
+def _model(cfg) -> dict:
+    out = model_fingerprint(cfg)
+    own = {name: pol.model for name, pol in sorted((cfg.policies or {}).items()) if pol.model}
+    if own:  # policies on other bases: each one's weights, config and tokenizer
+        out["policy_bases"] = {name: {**{k: v for k, v in model_fingerprint(cfg, path).items() if k != "path"},
+                                      "tokenizer": _tokenizer_files(path)} for name, path in own.items()}
+    return out
+
+
+def _tokenizer_files(path: str) -> str:
+    d = resolve_model_dir(path)
+    return _sha(_json({f: _sha((d / f).read_bytes()) for f in _TOKENIZER_FILES if (d / f).is_file()}))
+
+
 def _tokenizer(cfg, tok) -> dict:
-    d = resolve_model_dir(cfg.model.path)
-    files = {f: _sha((d / f).read_bytes()) for f in _TOKENIZER_FILES if (d / f).is_file()}
-    return {"files": _sha(_json(files)), "chat_template": _sha(tok.chat_template or "")}
+    return {"files": _tokenizer_files(cfg.model.path), "chat_template": _sha(tok.chat_template or "")}
 
 
 def _dataset(cfg, train_P, val_P) -> dict:

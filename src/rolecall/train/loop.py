@@ -10,7 +10,7 @@ import random
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Callable
@@ -21,15 +21,17 @@ from rolecall.config import Config
 from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 from rolecall.diagnostics.summary import write_summary
 from rolecall.engines.hf import HFEngine
+from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
 from rolecall.tasks.dataset import load_dataset_problems
-from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
+from rolecall.policies.model import load_tokenizer, resolve_model_dir
 from rolecall.rewards.verifier import Verifier, build_verifier
 from rolecall.policies.routing import BASE_POLICY, Routing, build_routing
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.tasks.multihop import MultiHopTask
 from rolecall.train.batch import rows_for_policy
+from rolecall.train.bases import Base, build_bases, mark_trainable
 from rolecall.train.checkpoint import (CheckpointDamaged, checkpoint_fingerprint, discard_partial, load_checkpoint,
                                       resume_point, save_checkpoint, set_aside)
 from rolecall.train.compat import check_resume, run_fingerprint
@@ -58,11 +60,16 @@ class Stack:
     routing: Routing
     model: object
     tok: object
-    engine: HFEngine
+    engine: HFEngine | RoutedEngine
     optims: dict[str, PolicyOptim]
     train_P: list[Problem]
     val_P: list[Problem]
     verifier: Verifier
+    bases: dict[str, Base] = field(default_factory=dict)  # every base model by path, the run's own first
+
+    def models_by_adapter(self) -> dict[str, object]:
+        """The model each adapter lives in (several when policies sit on different bases)."""
+        return {a: b.model for b in self.bases.values() for a in b.adapters} or {}
 
     def max_new_tokens(self, role: str) -> int:
         return self.cfg.rollout.max_new_tokens_by_role.get(role, self.cfg.rollout.max_new_tokens)
@@ -116,33 +123,30 @@ def build_stack(cfg: Config) -> Stack:
     tok = load_tokenizer(m.path, m.chat_template)
     train_P, val_P = load_problems(cfg, token_counter(tok))
     verifier = build_verifier(cfg.reward_cfg())  # before the model: a sandbox that cannot isolate fails fast
-    model = load_model(m.path, m.dtype, m.device)
-    torch.manual_seed(cfg.train.seed)  # LoRA A init
-    if routing.adapters or cfg.metapolicy is None:  # a meta-policy run may play every agent on the bare base
-        model = attach_adapters(model, list(routing.adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
-    start_from_adapters(cfg, model)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for name in routing.trainable:  # each optimizer owns exactly its adapter's tensors
-        for p in adapter_params(model, name).values():
-            p.requires_grad_(True)
-    optims = build_optimizers(model, routing.trainable, cfg.optim, cfg.policy_optim())
-    engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
-                      max_prompt_tokens=cfg.rollout.max_prompt_tokens)
-    return Stack(cfg, workflow, routing, model, tok, engine, optims, train_P, val_P, verifier)
+    bases = build_bases(cfg, routing, tok)
+    optims: dict[str, PolicyOptim] = {}
+    for base in bases.values():
+        start_from_adapters(cfg, base)
+        mark_trainable(base)  # each optimizer owns exactly its adapter's tensors
+        optims.update(build_optimizers(base.model, base.trainable, cfg.optim, cfg.policy_optim()))
+    main = bases[m.path]
+    by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
+    engine = RoutedEngine(by_policy, main.engine) if by_policy else main.engine
+    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases)
 
 
-def start_from_adapters(cfg: Config, model) -> dict[str, Path]:
-    """Load each `init_from` adapter into its policy (before optimizers exist); {policy: adapter dir}."""
+def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
+    """Load each `init_from` adapter of `base`'s policies (before optimizers exist); {policy: adapter dir}."""
     from rolecall.policies.init_from import check_adapter, load_init, resolve_adapter
     from rolecall.train.compat import model_fingerprint
 
     found = {}
     for policy, path in cfg.policy_init().items():
+        if policy not in base.adapters:
+            continue
         adapter = resolve_adapter(policy, path)
-        check_adapter(policy, adapter, cfg.lora, model_fingerprint(cfg))
-        load_init(model, policy, adapter)
+        check_adapter(policy, adapter, cfg.lora, model_fingerprint(cfg, base.path))
+        load_init(base.model, policy, adapter)
         found[policy] = adapter
     return found
 
@@ -220,13 +224,16 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
         row["skipped/unscorable"] = 1.0
     else:
         rng = random.Random(cfg.train.seed * 31 + step)
-        rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in stack.routing.trainable}
-        updated = update_policies(stack.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim,
-                                  pad_id=stack.tok.pad_token_id, temperature=cfg.rollout.temperature, rng=rng,
-                                  mini_batch_rows=cfg.mini_batch_rows(),
-                                  progress=((step - 1) / cfg.train.steps, step / cfg.train.steps),
-                                  kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows,
-                                  grad_shares=full)
+        updated = {}
+        for base in stack.bases.values():  # each base model trains its own policies' adapters
+            rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in base.trainable}
+            if not rows_by_policy:
+                continue
+            updated.update(update_policies(
+                base.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim, pad_id=base.tok.pad_token_id,
+                temperature=cfg.rollout.temperature, rng=rng, mini_batch_rows=cfg.mini_batch_rows(),
+                progress=((step - 1) / cfg.train.steps, step / cfg.train.steps),
+                kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows, grad_shares=full))
         for policy, (per_role, pol) in updated.items():
             policy_metrics[policy] = pol
             row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
@@ -301,7 +308,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
                 emit("alarm", event)
 
     def save(step: int) -> Path:
-        return save_checkpoint(run.path, step, stack.model, stack.optims, stack.routing.adapters, cfg.train.keep_last)
+        return save_checkpoint(run.path, step, stack.models_by_adapter(), stack.optims, stack.routing.adapters,
+                               cfg.train.keep_last)
 
     def val_due(step: int) -> bool:
         return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
@@ -324,7 +332,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             if point.checkpoint is not None:  # refuse before anything in the run directory changes
                 for diff in check_resume(checkpoint_fingerprint(point.checkpoint), fingerprint, force=force):
                     warnings.warn(f"--force: resuming although {diff}", stacklevel=2)
-                start = load_checkpoint(point.checkpoint, stack.model, stack.optims, stack.routing.adapters)
+                start = load_checkpoint(point.checkpoint, stack.models_by_adapter(), stack.optims,
+                                        stack.routing.adapters)
             if point.damaged_newer:
                 dest = set_aside(run.path, point, (run.metrics, run.samples, run.val_samples))
                 notify(f"moved damaged {', '.join(p.name for p, _ in point.damaged_newer)} to {dest} "
