@@ -1,7 +1,7 @@
 """One engine over several base models: each request goes to the engine of its policy's base.
 
-A team whose policies sit on different base models (a small model as the aggregator, a larger
-one as the generators) is served by one engine per base in the same process. Each engine
+A team whose policies sit on different base models (a small model for one role, a larger one
+for the others) is served by one engine per base in the same process. Each engine
 renders its requests with its own tokenizer and chat template, so text passes between roles
 as text. The rows of one wave are split by base, each part is generated in one batch, and the
 outputs come back in the order of the requests.
