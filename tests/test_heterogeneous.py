@@ -120,3 +120,34 @@ def test_a_heterogeneous_run_checkpoints_per_base_and_refuses_a_changed_base(tin
             rolecall.train_run(None, run.path, steps=3, resume=True, notify=lambda text: None)
     finally:
         (second_base / "model.safetensors").write_bytes(original)
+
+
+def test_policies_have_their_own_lora_shape_and_clip(tiny_model_dir, tmp_path, monkeypatch):
+    from peft import get_peft_model_state_dict
+
+    from rolecall.train.loop import build_stack, train_step
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "length_reward.py").write_text("def reward(problem, answer):\n    return len(answer) % 3 / 2\n")
+    cfg = rolecall.make_config({
+        "model": {"path": str(tiny_model_dir)}, "task": {"n_val": 4}, "reward": {"name": "length_reward:reward"},
+        "optim": {"lr": 0.05}, "routing": "isolated",
+        "policies": {"generator": {"lora": {"r": 4, "alpha": 8}, "optim": {"grad_clip": 0.5}}, "aggregator": {}},
+        "rollout": {"problems_per_step": 2, "group_size": 4, "max_new_tokens": 6}})
+    stack = build_stack(cfg)
+    try:
+        peft_cfg = stack.model.peft_config
+        assert (peft_cfg["generator"].r, peft_cfg["generator"].lora_alpha) == (4, 8)
+        assert (peft_cfg["aggregator"].r, peft_cfg["aggregator"].lora_alpha) == (16, 32)
+        assert stack.optims["generator"].grad_clip == 0.5 and stack.optims["aggregator"].grad_clip == 1.0
+        before = {p: {k: v.clone() for k, v in get_peft_model_state_dict(stack.model, adapter_name=p).items()}
+                  for p in ("generator", "aggregator")}
+        row, _ = train_step(stack, 1)  # the two ranks share every forward through the LoRA router
+        for p in before:
+            after = get_peft_model_state_dict(stack.model, adapter_name=p)
+            assert any(not torch.equal(before[p][k], after[k]) for k in after), p
+        assert row["policy/generator/grad_norm"] >= 0
+    finally:
+        stack.verifier.close()
+    fp = rolecall.make_config(cfg).lora_of("generator")
+    assert (fp.r, fp.alpha, fp.target_modules) == (4, 8, "all-linear")

@@ -172,7 +172,8 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     adapters = tuple(p for p in routing.adapters if paths[p] == path)
     if adapters:
         model = attach_adapters(model, list(adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
+                                overrides=cfg.policy_lora())
         load_adapters(ckpt, model, adapters)
     model.eval()
     engine = HFEngine(model, tok, enable_thinking=m.enable_thinking, max_prompt_tokens=cfg.rollout.max_prompt_tokens)

@@ -39,6 +39,16 @@ class PolicyOptimCfg(_Strict):
 
     lr: PositiveFloat | None = Field(None, description="This policy's peak learning rate (DAC trains its searcher and generator at different rates).")
     weight_decay: float | None = Field(None, ge=0, description="This policy's AdamW weight decay.")
+    grad_clip: PositiveFloat | None = Field(None, description="This policy's max gradient norm.")
+
+
+class PolicyLoraCfg(_Strict):
+    """A policy's own LoRA shape; a field left unset takes the run's `lora` value."""
+
+    r: PositiveInt | None = Field(None, description="This policy's LoRA rank.")
+    alpha: PositiveInt | None = Field(None, description="This policy's LoRA alpha.")
+    dropout: float | None = Field(None, ge=0.0, lt=1.0, description="This policy's LoRA dropout.")
+    target_modules: Union[str, list[str], None] = Field(None, description="Modules that get this policy's LoRA.")
 
 
 class PolicyCfg(_Strict):
@@ -48,6 +58,7 @@ class PolicyCfg(_Strict):
     init_from: str | None = Field(None, description="Start from this adapter: a PEFT adapter directory, a checkpoint's "
                                                     "<policy>/ folder, or an earlier run directory (its latest checkpoint).")
     optim: PolicyOptimCfg = Field(default_factory=PolicyOptimCfg, description="Per-policy optimizer overrides, e.g. {lr: 1e-3}.")
+    lora: PolicyLoraCfg = Field(default_factory=PolicyLoraCfg, description="Per-policy LoRA shape, e.g. {r: 8}.")
 
 
 class ModelCfg(_Strict):
@@ -371,6 +382,19 @@ class Config(_Strict):
             if changes:
                 out[name] = self.optim.model_copy(update=changes)
         return out
+
+    def policy_lora(self) -> dict[str, dict]:
+        """{policy: its LoRA overrides} for the policies with their own shape (keys r, alpha, dropout, target_modules)."""
+        out = {}
+        for name, pol in (self.policies or {}).items():
+            changes = {k: v for k, v in pol.lora.model_dump().items() if v is not None}
+            if changes:
+                out[name] = changes
+        return out
+
+    def lora_of(self, policy: str) -> LoraCfg:
+        """The LoRA shape `policy` trains with: the run's, with its own overrides."""
+        return self.lora.model_copy(update=self.policy_lora().get(policy, {}))
 
     def policy_init(self) -> dict[str, str]:
         """{policy: init_from path} of the policies that start from an adapter trained elsewhere."""

@@ -79,17 +79,22 @@ def load_base(path: str, dtype: str = "float32", device: str = "cpu", chat_templ
 
 
 def attach_adapters(model, names: list[str], *, r: int, alpha: int, dropout: float,
-                    target_modules: str | list[str]):
-    """One LoRA adapter per policy name on one shared base (PeftModel)."""
+                    target_modules: str | list[str], overrides: dict[str, dict] | None = None):
+    """One LoRA adapter per policy name on one shared base (PeftModel); `overrides[name]` gives a
+    policy its own shape ({"r", "alpha", "dropout", "target_modules"}, each optional)."""
     from peft import LoraConfig, get_peft_model
 
     if not names:
         raise ValueError("routing: at least one role must be routed to a trainable adapter")
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_modules,
-                     task_type="CAUSAL_LM")
-    peft_model = get_peft_model(model, cfg, adapter_name=names[0])
+
+    def config(name: str) -> LoraConfig:
+        o = (overrides or {}).get(name, {})
+        return LoraConfig(r=o.get("r", r), lora_alpha=o.get("alpha", alpha), lora_dropout=o.get("dropout", dropout),
+                          target_modules=o.get("target_modules", target_modules), task_type="CAUSAL_LM")
+
+    peft_model = get_peft_model(model, config(names[0]), adapter_name=names[0])
     for name in names[1:]:
-        peft_model.add_adapter(name, cfg)
+        peft_model.add_adapter(name, config(name))
     return peft_model
 
 

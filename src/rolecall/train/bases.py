@@ -59,7 +59,8 @@ def build_bases(cfg, routing: Routing, default_tok) -> dict[str, Base]:
         if names or (path == m.path and cfg.metapolicy is None and not routing.adapters):
             # (no adapter at all is an error attach_adapters names, unless a meta-policy run plays the bare base)
             model = attach_adapters(model, list(names), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                                    dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules)
+                                    dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
+                                    overrides=cfg.policy_lora())
         for p in model.parameters():
             p.requires_grad_(False)
         engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,

@@ -124,7 +124,8 @@ def run_fingerprint(cfg, stack) -> dict:
         "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(workflow_prompts(w.name, w.prompts)))},
         "routing": {"routing": cfg.routing if isinstance(cfg.routing, str) else _json(cfg.routing),
                     "policies": _json(cfg.policy_table()), **_init(cfg)},
-        "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules)},
+        "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules),
+                 **({"policies": _json(cfg.policy_lora())} if cfg.policy_lora() else {})},
         "reward": _reward(cfg),
     }
 

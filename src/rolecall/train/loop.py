@@ -145,7 +145,7 @@ def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
         if policy not in base.adapters:
             continue
         adapter = resolve_adapter(policy, path)
-        check_adapter(policy, adapter, cfg.lora, model_fingerprint(cfg, base.path))
+        check_adapter(policy, adapter, cfg.lora_of(policy), model_fingerprint(cfg, base.path))
         load_init(base.model, policy, adapter)
         found[policy] = adapter
     return found

@@ -61,6 +61,7 @@ class PolicyOptim:
     optimizer: torch.optim.Optimizer
     schedule: LrSchedule
     grad_ema: torch.Tensor | None = None  # the gradient-coherence regularizer's history (flat)
+    grad_clip: float = 1.0  # max gradient norm of this adapter
 
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.schedule.state_dict(),
@@ -83,5 +84,5 @@ def build_optimizers(model, trainable: tuple[str, ...], cfg: OptimCfg,
         # The fused kernel (CPU and CUDA): one call per step instead of a loop over LoRA tensors.
         fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
         opt = torch.optim.AdamW(params, lr=cfg_p.lr, weight_decay=cfg_p.weight_decay, fused=fused or None)
-        out[name] = PolicyOptim(params, opt, LrSchedule(opt, cfg_p))
+        out[name] = PolicyOptim(params, opt, LrSchedule(opt, cfg_p), grad_clip=cfg_p.grad_clip)
     return out

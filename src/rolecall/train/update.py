@@ -258,7 +258,7 @@ def _step(popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg, finite: bool, progr
                     p.grad.mul_(scale)
             popt.grad_ema = g if popt.grad_ema is None else algo.coherence_beta * popt.grad_ema + (1 - algo.coherence_beta) * g
             cos_scale = (cos, scale)
-    gn = float(torch.nn.utils.clip_grad_norm_(popt.params, optim.grad_clip))  # pre-clip norm
+    gn = float(torch.nn.utils.clip_grad_norm_(popt.params, popt.grad_clip))  # pre-clip norm; the policy's own limit
     if not finite:
         tally.skipped["loss"] += 1
     elif not math.isfinite(gn):
