@@ -38,6 +38,11 @@ def moody(problem, answer):
     print("chatter on stdout must not break the protocol")
     return len(answer) / 10
 
+def by_turns(problem, answer, episode):
+    # pays for a short debate: 1 / number of turns, and says which roles spoke
+    return Score(1.0 / len(episode.turns), "ok", info={"roles": [t.role for t in episode.turns],
+                                                      "sample": episode.sample})
+
 class Counter:
     def __init__(self):
         self.n = 0
@@ -156,3 +161,27 @@ def test_the_example_reward_by_hand():
     assert closeness(Problem("q", "x", "Paris"), r"\boxed{Paris}") is None
     s = Strict()
     assert s(P, r"\boxed{5}") == 1.0 and s.calls == 1
+
+
+def test_a_function_that_takes_the_episode_sees_every_turn(user_module):
+    from rolecall.train.stages import score
+    from rolecall.types import Episode, Turn
+
+    def ep(sample, roles):
+        turns = [Turn(role=r, slot=r, policy=r, prompt_text="p", completion_text="c", index=i) for i, r in enumerate(roles)]
+        return Episode(problem=P, sample=sample, turns=turns, final_answer="5")
+
+    v = _verifier("my_rewards:by_turns")
+    try:
+        assert v.wants_episode
+        eps = [ep(0, ["generator", "aggregator"]), ep(1, ["generator", "generator", "generator", "aggregator"])]
+        score(eps, v)  # the same final answer, two episodes: scored apart, each with its own turns
+    finally:
+        v.close()
+    assert [e.reward for e in eps] == [0.5, 0.25]
+    assert eps[1].info["verdict"] == {"roles": ["generator"] * 3 + ["aggregator"], "sample": 1}
+    plain = _verifier("my_rewards:exact")
+    try:
+        assert not plain.wants_episode
+    finally:
+        plain.close()

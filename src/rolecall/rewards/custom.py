@@ -1,6 +1,7 @@
 """A user's reward function as a verifier: `reward.name: package.module:function`.
 
-The function runs in a child process (`custom_worker`) under the same rules as the built-in
+The function gets the problem and the final answer, and the whole episode too (every turn's
+role and text) if it takes a third parameter, `episode`. It runs in a child process (`custom_worker`) under the same rules as the built-in
 verifiers: each call has a deadline (`reward.custom_deadline_s`); a call that overruns it,
 raises, crashes its process or returns something that is not a score makes that sample
 unscorable (excluded from the group statistics and counted as `reward/status_unscorable`),
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rolecall.rewards.base import Score
 from rolecall.rewards.worker import CRASHED, OVERRAN, RAISED, LineWorker
-from rolecall.types import Problem
+from rolecall.types import Episode, Problem
 
 
 def is_custom(name: str) -> bool:
@@ -58,12 +59,21 @@ class CustomVerifier:
             raise ValueError(f"reward.name: cannot load {self.target!r}: "
                              f"{self._worker.startup_error or e}") from None
 
-    def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
-        return [self._one(c, p) for c, p in zip(completions, problems, strict=True)]
+    @property
+    def wants_episode(self) -> bool:
+        """True when the function takes the episode: final answers are then scored episode by episode."""
+        return bool(self._worker.ready_info.get("episode"))
 
-    def _one(self, completion: str, problem: Problem) -> Score:
+    def score_many(self, completions: list[str], problems: list[Problem],
+                   episodes: list[Episode] | None = None) -> list[Score]:
+        views = [None] * len(completions) if episodes is None or not self.wants_episode else [_view(e) for e in episodes]
+        return [self._one(c, p, v) for c, p, v in zip(completions, problems, views, strict=True)]
+
+    def _one(self, completion: str, problem: Problem, episode: dict | None = None) -> Score:
         req = {"problem": {"uid": problem.uid, "prompt": problem.prompt, "answer": problem.answer,
                            "meta": problem.meta}, "answer": completion}
+        if episode is not None:
+            req["episode"] = episode
         resp, (kind, detail) = self._worker.request(req, self.deadline_s)
         if resp is not None:
             value = resp.get("value")
@@ -76,3 +86,12 @@ class CustomVerifier:
 
     def close(self) -> None:
         self._worker.close()
+
+
+def _view(ep: Episode) -> dict:
+    """What a reward function sees of an episode: every turn's role, slot, policy and texts."""
+    return {"sample": ep.sample, "group": ep.group, "final_answer": ep.final_answer,
+            "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "prompt": t.prompt_text,
+                       "completion": t.completion_text, "index": t.index, "finish_reason": t.finish_reason}
+                      for t in ep.turns],
+            "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, type(None)))}}

@@ -1,11 +1,13 @@
 """Child side of `CustomVerifier`: a user's reward function, one JSON line per request.
 
 Run as `python -m rolecall.rewards.custom_worker package.module:name`. `name` is a function
-`(problem, answer) -> score`, or a class whose instance (made once, without arguments) is
-called the same way. A score is a number, None ("cannot score this": the sample leaves the
+`(problem, answer) -> score`, or `(problem, answer, episode) -> score` to see the whole
+episode (every turn's role and text), or a class whose instance (made once, without
+arguments) is called the same way. A score is a number, None ("cannot score this": the sample leaves the
 group statistics, counted as unscorable) or a `rolecall.rewards.Score`.
-Protocol: stdin `{"id", "problem": {uid, prompt, answer, meta}, "answer"}` -> stdout
-`{"id", "value", "status", "extracted", "info"}` or `{"id", "error"}`; first `{"ready": true}`.
+Protocol: stdin `{"id", "problem": {uid, prompt, answer, meta}, "answer", "episode"?}` -> stdout
+`{"id", "value", "status", "extracted", "info"}` or `{"id", "error"}`; first
+`{"ready": true, "episode": bool}` (whether the function takes the episode).
 A failure to import prints one line on stderr and exits 1 (the parent names it).
 """
 from __future__ import annotations
@@ -35,12 +37,39 @@ def load(target: str):
     return obj
 
 
+def wants_episode(fn) -> bool:
+    """Whether `fn` takes the episode: a parameter named `episode`, or a third positional one."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if any(p.name == "episode" for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def episode_of(problem, view: dict):
+    """The episode the parent sent, as rolecall's own `Episode` (texts only, no token ids)."""
+    from rolecall.types import Episode, Turn
+
+    turns = [Turn(role=t["role"], slot=t["slot"], policy=t["policy"], prompt_text=t["prompt"],
+                  completion_text=t["completion"], index=t["index"], finish_reason=t["finish_reason"])
+             for t in view["turns"]]
+    return Episode(problem=problem, sample=view["sample"], turns=turns, final_answer=view["final_answer"],
+                   info=view.get("info") or {}, group=view.get("group", 0))
+
+
 def answer(fn, req: dict) -> dict:
     from rolecall.rewards.base import Score
     from rolecall.types import Problem
 
     p = req["problem"]
-    out = fn(Problem(p["uid"], p["prompt"], p["answer"], p.get("meta") or {}), req["answer"])
+    problem = Problem(p["uid"], p["prompt"], p["answer"], p.get("meta") or {})
+    if "episode" in req:
+        out = fn(problem, req["answer"], episode_of(problem, req["episode"]))
+    else:
+        out = fn(problem, req["answer"])
     if isinstance(out, Score):
         return {"value": out.value, "status": out.status, "extracted": out.extracted, "info": dict(out.info)}
     if out is None:
@@ -59,7 +88,7 @@ def main() -> None:
         sys.exit(1)
     out = sys.stdout
     sys.stdout = sys.stderr  # a print() in the user's function must not break the protocol
-    out.write(json.dumps({"ready": True}) + "\n")
+    out.write(json.dumps({"ready": True, "episode": wants_episode(fn)}) + "\n")
     out.flush()
     for line in sys.stdin:
         req = json.loads(line)

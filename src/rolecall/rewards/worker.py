@@ -29,6 +29,7 @@ class LineWorker:
         self.env = None if env is None else dict(env)
         self.startup_error = ""  # the child's last stderr line when it failed to start
         self.restarts = 0  # children killed (overruns, crashes), for metrics
+        self.ready_info: dict = {}  # what the child said when it started ({"ready": true, ...})
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._owner_pid = -1
@@ -92,7 +93,8 @@ class LineWorker:
         threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
         try:
             ready = self._read_line(time.monotonic() + self.startup_s)
-            started = ready is not None and json.loads(ready).get("ready") is True
+            self.ready_info = json.loads(ready) if ready is not None else {}
+            started = self.ready_info.get("ready") is True
         except (EOFError, ValueError, AttributeError):
             started = False
         if not started:

@@ -22,15 +22,22 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     reward None and status `nonfinite`, so it leaves the group statistics (A = 0) and is
     counted apart from `unscorable`; the raw value is kept in `info["nonfinite_reward"]`.
     """
+    # A reward function that reads the episode scores each final answer with its own episode.
+    per_episode = bool(getattr(verifier, "wants_episode", False))
     wanted: dict[tuple[str, str], Problem] = {}
     for ep in episodes:
-        for text in [ep.final_answer, *(t for texts in ep.info.get("graded", {}).values() for t in texts)]:
+        finals = [] if per_episode else [ep.final_answer]
+        for text in [*finals, *(t for texts in ep.info.get("graded", {}).values() for t in texts)]:
             wanted.setdefault((ep.problem.uid, text), ep.problem)
     keys = list(wanted)
     graded = dict(zip(keys, verifier.score_many([t for _, t in keys], [wanted[k] for k in keys])))
+    if per_episode:
+        finals_s = verifier.score_many([ep.final_answer for ep in episodes], [ep.problem for ep in episodes],
+                                       episodes=episodes)
+    else:
+        finals_s = [graded[(ep.problem.uid, ep.final_answer)] for ep in episodes]
     status: dict[str, int] = defaultdict(int)
-    for ep in episodes:
-        s = graded[(ep.problem.uid, ep.final_answer)]
+    for ep, s in zip(episodes, finals_s, strict=True):
         ep.reward, ep.info["status"] = s.value, s.status
         if _nonfinite(s.value):
             ep.reward, ep.info["status"], ep.info["nonfinite_reward"] = None, NONFINITE, repr(s.value)
