@@ -151,3 +151,22 @@ def test_policies_have_their_own_lora_shape_and_clip(tiny_model_dir, tmp_path, m
         stack.verifier.close()
     fp = rolecall.make_config(cfg).lora_of("generator")
     assert (fp.r, fp.alpha, fp.target_modules) == (4, 8, "all-linear")
+
+
+def test_a_policy_base_without_a_chat_template_is_named(tiny_model_dir, second_base, tmp_path, monkeypatch):
+    import shutil
+
+    from rolecall.train.bases import BaseModelError
+    from rolecall.train.loop import build_stack
+
+    monkeypatch.chdir(tmp_path)
+    bare = tmp_path / "bare-base"
+    shutil.copytree(second_base, bare)
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    tok_cfg = json.loads((bare / "tokenizer_config.json").read_text())
+    tok_cfg.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    cfg = _team(tiny_model_dir, second_base, tmp_path)
+    cfg["policies"]["synth"]["model"] = str(bare)
+    with pytest.raises(BaseModelError, match=r"policies \['synth'\] \(roles \['synthesizer'\]\).*no chat template"):
+        build_stack(rolecall.make_config(cfg))

@@ -60,12 +60,36 @@ def test_configs_lists_and_copies(tmp_path):
         copy_configs(["examples/debate"], tmp_path / "mine")
 
 
-def test_the_built_wheel_carries_the_configs_and_finds_them_without_the_repository(tmp_path):
-    """Build the wheel, unpack it alone on the path (dependencies still from this environment),
-    and load a shipped config by name from a folder with no repository in sight."""
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    dist = tmp_path_factory.mktemp("dist")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
-    (wheel,) = (tmp_path / "dist").glob("rolecall-*.whl")
+                    str(dist), str(ROOT)], check=True, capture_output=True)
+    (built,) = dist.glob("rolecall-*.whl")
+    return built
+
+
+def test_a_fresh_venv_with_only_the_wheel_lists_the_configs(wheel, tmp_path):
+    """A new virtual environment, the wheel installed without dependencies and without an index:
+    the configs are in it (listing them needs nothing else)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
+    code = ("import rolecall, rolecall.shipped as s; names = s.shipped_configs(); "
+            "print(rolecall.__file__); print(len(names)); print(s.find_shipped('configs/examples/voting.yaml'))")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    out = subprocess.run([str(py), "-c", code], cwd=work, capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}).stdout.split()
+    assert out[0].startswith(str(venv)) and int(out[1]) == len(shipped_configs())
+    assert out[2].startswith(str(venv)) and out[2].endswith("examples/voting.yaml")
+
+
+def test_the_built_wheel_carries_the_configs_and_finds_them_without_the_repository(wheel, tmp_path):
+    """Unpack the wheel alone on the path (dependencies still from this environment) and load a
+    shipped config by name from a folder with no repository in sight."""
     with zipfile.ZipFile(wheel) as z:
         files = set(z.namelist())
         z.extractall(tmp_path / "site")
