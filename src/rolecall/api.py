@@ -84,29 +84,31 @@ def read_run(path: str | os.PathLike) -> Run:
 
 
 def train_run(cfg: Config | Mapping[str, Any] | str | os.PathLike | None = None, out: str | os.PathLike | None = None, *,
-          steps: int | None = None, resume: bool = False, force: bool = False,
+          steps: int | None = None, resume: bool = False, force: bool = False, skip_damaged: bool = False,
           on_event: Callable[[str, dict], None] | None = None,
           notify: Callable[[str], None] | None = None) -> Run:
     """Train (or with `resume`, continue) into `out` (default runs/<workflow>-<time>) and return the Run.
 
     `on_event(kind, row)` sees every metrics row as it is logged ("step", "val", "alarm", ...);
-    `notify(text)` gets the messages the CLI prints (default: stderr).
+    `notify(text)` gets the messages the CLI prints (default: stderr). `force` resumes onto a
+    changed model, data, workflow, routing or reward; `skip_damaged` sets damaged checkpoints aside.
     """
     import time
 
     from rolecall.train.loop import train as run_train
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if resume:
-        if out is None:
-            raise ValueError("resume=True needs out=, the run directory to continue")
-        cfg = make_config(Path(out) / "config.yaml") if cfg is None else make_config(cfg)
-    else:
+    if resume and out is None:
+        raise ValueError("resume=True needs out=, the run directory to continue")
+    if resume and cfg is None:
+        cfg = make_config(Path(out) / "config.yaml")
+    elif not isinstance(cfg, Config):
         cfg = make_config(cfg)
     if steps is not None:
         cfg = make_config(cfg, {"train.steps": steps})
     out = Path(out) if out is not None else Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return Run(run_train(cfg, out, resume=resume, force=force, on_event=on_event, notify=notify))
+    return Run(run_train(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
+                         notify=notify))
 
 
 def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None = None, *,

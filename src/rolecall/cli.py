@@ -162,7 +162,7 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from rolecall.chatter import library_output_to
-    from rolecall.train.loop import train as run_train
+    from rolecall.api import train_run
     from rolecall.train.stop import TrainingStopped
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -199,8 +199,8 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
     try:
         chatter = contextlib.nullcontext() if verbose else library_output_to(out)
         with _as_user_errors(catch_interrupt=False), progress, chatter:
-            path = run_train(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
-                             notify=notify)
+            path = train_run(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
+                             notify=notify).path
     except TrainingStopped as e:
         console.print(str(e), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(e.exit_code) from None
