@@ -307,6 +307,23 @@ def generate(
 
 
 @app.command()
+def env(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """What this machine gives rolecall: torch, CUDA devices, vLLM, Ray, sinks, the sandbox's isolation."""
+    from rolecall.environment import facts
+
+    found = facts()
+    if as_json:
+        sys.stdout.write(json.dumps(found, indent=1) + "\n")
+        return
+    for key, value in found.items():
+        if isinstance(value, dict):
+            for sub, text in value.items():
+                print(f"{key + ' ' + sub:<22} {text}")
+        else:
+            print(f"{key:<22} {value}")
+
+
+@app.command()
 def configs(
     names: list[str] = typer.Argument(None, help="Configs to copy (e.g. examples/voting); none = all."),
     copy: Optional[Path] = typer.Option(None, "--copy", help="Copy the named configs (or all) into this folder, keeping their subfolders."),
