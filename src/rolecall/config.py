@@ -128,6 +128,9 @@ class RolloutCfg(_Strict):
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
     max_batch: PositiveInt = Field(DEFAULT_MAX_BATCH, description="Most rows in one generate call.")
+    request_seeds: bool = Field(False, description="Give every model call its own sampling seed (from train.seed, step, "
+                                                   "problem, sample, turn): episodes then do not depend on how calls are "
+                                                   "batched or split over workers. Off: torch's global generator.")
     episode_timeout_s: PositiveFloat | None = Field(
         None, description="Wall-clock budget of one episode; an episode over it is cut at its next model call "
                           "(marked timed_out, scored on the answer it has: none) while the rest of the batch proceeds.")

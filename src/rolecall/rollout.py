@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -72,10 +73,11 @@ class EpisodeTeam:
     """The `Team` handed to one episode: routes a role to its policy and records turns."""
 
     def __init__(self, episode: Episode, waves: _Waves, routes: Mapping[str, str],
-                 max_new_tokens: Callable[[str], int], training: bool = False) -> None:
+                 max_new_tokens: Callable[[str], int], training: bool = False, seed: int | None = None) -> None:
         self.episode, self.waves, self.routes, self.max_new_tokens = episode, waves, routes, max_new_tokens
         self.info: dict[str, Any] = episode.info
         self.training = training
+        self.seed = seed  # the episode's sampling seed; each call derives its own from it
 
     async def call(self, role: str, messages: list[Message], *, slot: str | None = None) -> Reply:
         if role not in self.routes:
@@ -87,7 +89,8 @@ class EpisodeTeam:
                     index=index)
         self.episode.turns.append(turn)  # reserve the position so turn order is call order
         try:
-            out = await self.waves.submit(GenRequest(messages, policy, self.max_new_tokens(role)), self.episode)
+            seed = None if self.seed is None else _derive(self.seed, index)
+            out = await self.waves.submit(GenRequest(messages, policy, self.max_new_tokens(role), seed), self.episode)
         except asyncio.CancelledError:  # the episode ran out of time: this turn never happened
             self.episode.turns.remove(turn)
             raise
@@ -119,6 +122,12 @@ class EpisodeTeam:
         self.info.setdefault("set_rewards", {})[reply.turn] = None if value is None else float(value)
 
 
+def _derive(*parts: object) -> int:
+    """A 63-bit seed from its parts, the same in every process (unlike hash())."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
 def _checked_copy(messages: list[Message], role: str) -> list[Message]:
     """A copy of a chat (list of {"role", "content"} with text content), or a TypeError naming the role."""
     if not isinstance(messages, (list, tuple)) or not messages:
@@ -144,7 +153,8 @@ async def _settle(waves: _Waves, tasks: list[asyncio.Task]) -> None:
 async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], engine: Engine,
                    routes: Mapping[str, str], max_new_tokens: Callable[[str], int],
                    temperature: float, on_wave: Callable[[int], None] | None,
-                   episode_timeout_s: float | None, check: Check | None, training: bool) -> list[Episode]:
+                   episode_timeout_s: float | None, check: Check | None, training: bool,
+                   seed: int | None = None) -> list[Episode]:
     waves = _Waves()
     episodes = [Episode(problem=p, sample=g, group=k) for p, g, k in jobs]
     started: dict[int, float] = {}  # episode index -> monotonic start time
@@ -152,7 +162,8 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
     async def one(i: int, ep: Episode) -> None:
         started[i] = time.monotonic()
         try:
-            final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens, training))
+            ep_seed = None if seed is None else _derive(seed, ep.group, ep.problem.uid, ep.sample)
+            final = await workflow.run(ep.problem, EpisodeTeam(ep, waves, routes, max_new_tokens, training, ep_seed))
             if not isinstance(final, str):
                 raise TypeError(f"run() must return the final answer text, got {type(final).__name__}")
         except (asyncio.CancelledError, WorkflowError):
@@ -202,16 +213,19 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
             on_wave: Callable[[int], None] | None = None,
             episode_timeout_s: float | None = None, check: Check | None = None,
-            training: bool = False) -> list[Episode]:
+            training: bool = False, seed: int | None = None) -> list[Episode]:
     """Episodes for every (problem, sample), ordered problem-major: index = p * G + g.
 
     `episode_timeout_s` is each episode's wall-clock budget; `check` serves `team.check`
     (see the module docstring); `training` is what `team.training` tells the workflow
-    (False for validation and evaluation).
+    (False for validation and evaluation). `seed` gives every model call its own sampling
+    seed, derived from (seed, draw, problem, sample, turn): the episodes are then the same
+    however the calls are batched, split or spread over workers (engines that honour
+    `GenRequest.seed`); without it, sampling follows torch's global generator.
     """
     jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
     run = lambda: asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens,  # noqa: E731
-                                       temperature, on_wave, episode_timeout_s, check, training))
+                                       temperature, on_wave, episode_timeout_s, check, training, seed))
     try:
         asyncio.get_running_loop()
     except RuntimeError:

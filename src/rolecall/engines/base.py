@@ -15,6 +15,9 @@ class GenRequest:
     messages: list[Message]
     policy: str  # adapter name, or "base" for the base model with adapters disabled
     max_new_tokens: int
+    # This request's own sampling seed: its tokens then depend on it alone, not on which other
+    # requests share its batch (an engine without per-request seeds may ignore it).
+    seed: int | None = None
 
 
 @dataclass

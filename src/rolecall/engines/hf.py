@@ -86,7 +86,9 @@ class HFEngine:
                 logits_B, cache = self._prefill(input_ids, attn, policies, route)
                 if route is not None:
                     route(policies)
-                gen_B_T, lp_B_T = self._decode(logits_B, cache, attn, budget, temperature)
+                seeds = [r.seed for r in reqs]
+                gen_B_T, lp_B_T = self._decode(logits_B, cache, attn, budget, temperature,
+                                               seeds if all(x is not None for x in seeds) else None)
         finally:
             set_training(self.model, was_training)
         return [self._finish(text, ids, gen, lp, r.max_new_tokens)
@@ -120,14 +122,22 @@ class HFEngine:
         return out.logits[:, -1][slot_B], cache
 
     def _decode(self, logits_B: torch.Tensor, cache, attn_B: torch.Tensor, budget: int,
-                temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+                temperature: float, seeds: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample up to `budget` tokens per row: (tokens [B, T], their log-probs [B, T]).
 
         The sampling rule is HF `generate`'s (logits / T, softmax, one multinomial draw per
         step; argmax at T = 0; a finished row gets pad tokens), without its per-step
         machinery. The log-prob recorded is that of the distribution sampled from.
+
+        With `seeds` (one per row) each row draws from its own generator instead of torch's
+        global one: argmax(p / E) with E ~ Exp(1) drawn per row is a sample of p (the
+        exponential race), so a row's tokens depend on its seed alone, however the batch is
+        split or ordered.
         """
         t = temperature if temperature > 0 else 1.0
+        gens = None
+        if seeds is not None and temperature > 0:
+            gens = [torch.Generator(device=logits_B.device).manual_seed(int(x) % (2**63)) for x in seeds]
         pad = self.tok.pad_token_id
         stop = torch.tensor(self.stop_ids, device=logits_B.device)
         unfinished_B = torch.ones(logits_B.shape[0], dtype=torch.bool, device=logits_B.device)
@@ -136,7 +146,11 @@ class HFEngine:
         for step in range(budget):
             scores = logits_B.float() / t
             logp = torch.log_softmax(scores, -1)
-            if temperature > 0:
+            if gens is not None:
+                race_B_V = torch.stack([torch.empty(scores.shape[-1], device=scores.device).exponential_(generator=g)
+                                        for g in gens])
+                nxt = (torch.softmax(scores, -1) / race_B_V).argmax(-1)
+            elif temperature > 0:
                 nxt = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)
             else:
                 nxt = scores.argmax(-1)
@@ -152,7 +166,7 @@ class HFEngine:
             pos_B = pos_B + 1
             logits_B = out.logits[:, -1]
         if not tokens:
-            empty = torch.zeros((logits_B.shape[0], 0))
+            empty = torch.zeros((logits_B.shape[0], 0), device=logits_B.device)
             return empty.long(), empty
         return torch.stack(tokens, 1), torch.stack(logps, 1)
 

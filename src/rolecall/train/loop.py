@@ -177,7 +177,8 @@ def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str
     torch.manual_seed(seed)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
-                   check=checker(stack.verifier), training=training)
+                   check=checker(stack.verifier), training=training,
+                   seed=seed if stack.cfg.rollout.request_seeds else None)
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
