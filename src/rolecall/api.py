@@ -138,7 +138,7 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
             load_adapters(ckpt, stack.models_by_adapter(), stack.routing.adapters)
         result = validate(stack, base=base)
     finally:
-        stack.verifier.close()  # the math judge's worker, the code sandbox's leases
+        stack.close()  # the math judge's worker, the code sandbox's leases
     result["checkpoint"] = str(ckpt) if ckpt else None
     return result
 

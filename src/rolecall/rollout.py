@@ -213,7 +213,7 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
             on_wave: Callable[[int], None] | None = None,
             episode_timeout_s: float | None = None, check: Check | None = None,
-            training: bool = False, seed: int | None = None) -> list[Episode]:
+            training: bool = False, seed: int | None = None, first_group: int = 0) -> list[Episode]:
     """Episodes for every (problem, sample), ordered problem-major: index = p * G + g.
 
     `episode_timeout_s` is each episode's wall-clock budget; `check` serves `team.check`
@@ -221,9 +221,11 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
     (False for validation and evaluation). `seed` gives every model call its own sampling
     seed, derived from (seed, draw, problem, sample, turn): the episodes are then the same
     however the calls are batched, split or spread over workers (engines that honour
-    `GenRequest.seed`); without it, sampling follows torch's global generator.
+    `GenRequest.seed`); without it, sampling follows torch's global generator. `first_group`
+    is the draw index of the first problem: a worker given a share of a step keeps the
+    step's numbering, so its episodes (and seeds) are those of an in-process rollout.
     """
-    jobs = [(p, g, k) for k, p in enumerate(problems_P) for g in range(group_size)]
+    jobs = [(p, g, first_group + k) for k, p in enumerate(problems_P) for g in range(group_size)]
     run = lambda: asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens,  # noqa: E731
                                        temperature, on_wave, episode_timeout_s, check, training, seed))
     try:

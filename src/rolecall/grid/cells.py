@@ -64,7 +64,7 @@ def evaluate_base(cfg: Config, path: Path, on_event: OnEvent) -> None:
         try:
             metrics, episodes = validate_episodes(stack, base=True)
         finally:
-            stack.verifier.close()  # the math judge's worker, the code sandbox's leases
+            stack.close()  # the math judge's worker, the code sandbox's leases
         row = {"step": 0, **metrics}
         run.log(row)
         run.log_samples(0, episodes, cfg.train.val_samples, validation=True)

@@ -320,7 +320,7 @@ def train_metapolicy(cfg: Config, run: RunDir, resume: bool, force: bool, on_eve
         notify(f"meta-policy {cfg.metapolicy.name}: validation accuracy {accs}")
         return report
     finally:
-        stack.verifier.close()
+        stack.close()
 
 
 def _drop_unfinished(run: RunDir, job: MetaPolicyRun) -> None:

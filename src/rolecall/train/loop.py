@@ -66,6 +66,15 @@ class Stack:
     val_P: list[Problem]
     verifier: Verifier
     bases: dict[str, Base] = field(default_factory=dict)  # every base model by path, the run's own first
+    workers: object | None = None  # RayRollout when rollout.workers > 0
+
+    def close(self) -> None:
+        """Stop the verifier's processes and the rollout workers."""
+        try:
+            self.verifier.close()
+        finally:
+            if self.workers is not None:
+                self.workers.close()
 
     def models_by_adapter(self) -> dict[str, object]:
         """The model each adapter lives in (several when policies sit on different bases)."""
@@ -132,7 +141,12 @@ def build_stack(cfg: Config) -> Stack:
     main = bases[m.path]
     by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
     engine = RoutedEngine(by_policy, main.engine) if by_policy else main.engine
-    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases)
+    workers = None
+    if cfg.rollout.workers:
+        from rolecall.distributed.ray_rollout import RayRollout
+
+        workers = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.workers, address=cfg.rollout.ray_address)
+    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, workers)
 
 
 def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
@@ -175,6 +189,9 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
              training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
+    if stack.workers is not None:  # Ray actors: the current adapters first, then a share each
+        stack.workers.publish(stack.models_by_adapter())
+        return stack.workers.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
                    check=checker(stack.verifier), training=training,
@@ -394,7 +411,7 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
     finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes
         for sink in sinks:
             sink.close()
-        stack.verifier.close()
+        stack.close()
         if run.metrics.exists():  # the paper's run statistics so far, also for a halted run
             try:
                 write_summary(run.path)

@@ -1,0 +1,1 @@
+"""Running rolecall beyond one process: rollout workers on Ray."""

@@ -1,0 +1,191 @@
+"""Rollout workers on Ray: N actors, each holding the run's base models and an engine, play the
+workflow on a share of a step's problems while the trainer keeps the optimizers.
+
+Before each rollout the trainer publishes every adapter's current weights under a new version
+number; an actor answers a rollout only at the version it was just given, so it never samples
+from stale weights. The problems are split into contiguous shares and each episode keeps its
+draw index, and sampling is seeded per request (`GenRequest.seed`), so the episodes are the
+ones an in-process rollout with the same seed produces, however many actors there are. An
+actor that dies is replaced and its share retried, at most `retries` times; then the step
+fails with an error naming the worker, and nothing already in the run directory is touched.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+from rolecall.errors import UserError
+
+# Switches the actors read from the environment: the driver's values go to every actor.
+PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", "OMP_NUM_THREADS", "ROLECALL_CACHE")
+
+
+class RolloutWorkerError(UserError, RuntimeError):
+    """A rollout worker kept failing; the message names it and the last error."""
+
+
+class _Worker:
+    """The actor: the run's bases, adapters and engine, its own verifier for `team.check`."""
+
+    def __init__(self, cfg_tree: dict, cwd: str, threads: int) -> None:
+        import torch
+
+        from rolecall.config import validate_config
+        from rolecall.policies.model import load_tokenizer
+        from rolecall.policies.routing import build_routing
+        from rolecall.rewards.verifier import build_verifier
+        from rolecall.train.bases import build_bases
+        from rolecall.workflows import build_workflow, workflow_prompts
+
+        if os.path.isdir(cwd):
+            os.chdir(cwd)  # relative paths and user modules resolve as for the trainer
+        torch.set_num_threads(max(1, threads))
+        cfg = validate_config(cfg_tree)
+        self.cfg = cfg
+        self.workflow = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts),
+                                       cfg.workflow.options)
+        routing = build_routing(cfg.routing, self.workflow.roles, cfg.policy_table())
+        tok = load_tokenizer(cfg.model.path, cfg.model.chat_template)
+        self.bases = build_bases(cfg, routing, tok)
+        main = self.bases[cfg.model.path]
+        by_policy = {p: b.engine for b in self.bases.values() if b is not main for p in b.adapters}
+        if by_policy:
+            from rolecall.engines.routed import RoutedEngine
+
+            self.engine = RoutedEngine(by_policy, main.engine)
+        else:
+            self.engine = main.engine
+        self.models = {a: b.model for b in self.bases.values() for a in b.adapters}
+        self.verifier = build_verifier(cfg.reward_cfg())
+        self.version = -1
+
+    def load(self, version: int, states: dict) -> int:
+        from peft import set_peft_model_state_dict
+
+        for name, state in states.items():
+            set_peft_model_state_dict(self.models[name], state, adapter_name=name)
+        self.version = version
+        return version
+
+    def run(self, version: int, problems: list, first_group: int, group_size: int, routes: dict,
+            temperature: float, seed: int, training: bool) -> list:
+        from rolecall.rollout import rollout
+        from rolecall.train.stages import checker
+
+        if version != self.version:
+            raise RuntimeError(f"asked for adapter version {version}, holding {self.version}")
+        cfg = self.cfg
+
+        def budget(role: str) -> int:
+            return cfg.rollout.max_new_tokens_by_role.get(role, cfg.rollout.max_new_tokens)
+
+        return rollout(self.workflow, problems, group_size, self.engine, routes, budget, temperature,
+                       episode_timeout_s=cfg.rollout.episode_timeout_s, check=checker(self.verifier),
+                       training=training, seed=seed, first_group=first_group)
+
+    def ping(self) -> bool:
+        return True
+
+
+@dataclass
+class RayRollout:
+    """The trainer's side: start `n` actors, publish adapters, split rollouts, retry dead actors."""
+
+    cfg_tree: dict
+    n: int
+    address: str | None = None
+    retries: int = 2
+    temp_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RolloutWorkerError("rollout.workers needs Ray: pip install 'rolecall[ray]'") from None
+        self.ray = ray
+        self.started_ray = False
+        if not ray.is_initialized():
+            kw: dict = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            if self.address:
+                kw["address"] = self.address
+                env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+                kw["runtime_env"] = {"env_vars": env} if env else None
+            else:
+                os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+                kw["num_cpus"] = os.cpu_count() or 1
+                kw["_temp_dir"] = self.temp_dir or tempfile.mkdtemp(prefix="rolecall-ray-")
+            ray.init(**kw)
+            self.started_ray = True
+        self._actor_cls = ray.remote(num_cpus=0)(_Worker)  # CPU is shared with the trainer; threads are set below
+        self.threads = max(1, (os.cpu_count() or 1) // self.n)
+        self.actors = [self._start() for _ in range(self.n)]
+        self.version, self.states_ref = -1, None
+
+    def _start(self):
+        return self._actor_cls.remote(self.cfg_tree, os.getcwd(), self.threads)
+
+    def publish(self, models_by_adapter: dict) -> None:
+        """Every adapter's weights to every actor, under a new version."""
+        from peft import get_peft_model_state_dict
+
+        states = {name: {k: v.detach().cpu() for k, v in get_peft_model_state_dict(m, adapter_name=name).items()}
+                  for name, m in models_by_adapter.items()}
+        self.version += 1
+        self.states_ref = self.ray.put(states)
+        loads = [a.load.remote(self.version, self.states_ref) for a in self.actors]
+        for i, ref in enumerate(loads):
+            self._retrying(i, ref, lambda i=i: self.actors[i].load.remote(self.version, self.states_ref),
+                           f"loading adapter version {self.version}")
+
+    def rollout(self, problems: list, group_size: int, routes: dict, temperature: float, seed: int,
+                training: bool) -> list:
+        """Episodes in the in-process order (problem-major), each share on its own actor."""
+        bounds = [round(i * len(problems) / self.n) for i in range(self.n + 1)]
+        shares = [(i, bounds[i], problems[bounds[i]:bounds[i + 1]]) for i in range(self.n) if bounds[i] < bounds[i + 1]]
+        calls = {i: self.actors[i].run.remote(self.version, share, start, group_size, routes, temperature, seed,
+                                              training) for i, start, share in shares}
+        out: dict[int, list] = {}
+        for i, start, share in shares:
+            out[i] = self._gather(i, calls[i], share, start, group_size, routes, temperature, seed, training)
+        return [ep for i, _, _ in shares for ep in out[i]]
+
+    def _gather(self, i, ref, share, start, group_size, routes, temperature, seed, training) -> list:
+        again = lambda: self.actors[i].run.remote(self.version, share, start, group_size, routes,  # noqa: E731
+                                                  temperature, seed, training)
+        return self._retrying(i, ref, again, f"its share of {len(share)} problems")
+
+    def _retrying(self, i: int, ref, again, what: str):
+        """ray.get(ref); if actor i died, a fresh actor gets the current adapters and `again()`,
+        at most `retries` times, then RolloutWorkerError."""
+        ray = self.ray
+        dead = (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError)
+        last = None
+        for attempt in range(self.retries + 1):
+            if ref is not None:
+                try:
+                    return ray.get(ref)
+                except dead as e:
+                    last = e
+            if attempt == self.retries:
+                break
+            self.actors[i] = self._start()  # a fresh actor: the run's weights, then the work again
+            try:
+                if self.states_ref is not None:
+                    ray.get(self.actors[i].load.remote(self.version, self.states_ref))
+                ref = again()
+            except dead as e:
+                last, ref = e, None
+        detail = str(last).splitlines()[0] if last is not None and str(last) else ""
+        raise RolloutWorkerError(f"rollout worker {i} died {self.retries + 1} times on {what}; last error: "
+                                 f"{type(last).__name__}: {detail}. The run directory is as it was after the last "
+                                 "completed step; --resume continues it") from None
+
+    def close(self) -> None:
+        for a in self.actors:
+            try:
+                self.ray.kill(a)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if self.started_ray:
+            self.ray.shutdown()
