@@ -50,3 +50,22 @@ def isolated_sandbox():
     problem = _sandbox_problem()
     if problem:
         pytest.skip(f"no isolated code sandbox on this machine: {problem}")
+
+
+LENGTH_REWARD = "def reward(problem, answer):\n    return len(answer) % 3 / 2\n"
+
+
+def train_moving_run(here, cfg: dict, name: str):
+    """A short run whose adapters move on a tiny random model: it never answers right, so a
+    custom reward of the reply's length (`length_reward:reward`, written into `here`) gives the
+    groups spread. Runs from `here`, where the reward module sits."""
+    import rolecall
+
+    (here / "length_reward.py").write_text(LENGTH_REWARD)
+    cfg = {**cfg, "reward": {"name": "length_reward:reward"}}
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        return rolecall.train_run(cfg, here / name, notify=lambda text: None)
+    finally:
+        os.chdir(cwd)

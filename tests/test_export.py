@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 import rolecall
 from rolecall.cli import app
+from conftest import train_moving_run
 
 PROMPT = "Solve. Put the final answer in \\boxed{}.\n12+30"
 
@@ -17,20 +18,10 @@ PROMPT = "Solve. Put the final answer in \\boxed{}.\n12+30"
 def trained(tiny_model_dir, tmp_path_factory):
     """Two steps on the tiny random model. It never answers right, so the reward is a function of
     the reply's length (a custom reward): the groups differ and the adapters move."""
-    import os
-
-    here = tmp_path_factory.mktemp("run")
-    (here / "length_reward.py").write_text("def reward(problem, answer):\n    return len(answer) % 3 / 2\n")
     cfg = {"model": {"path": str(tiny_model_dir)}, "task": {"n_val": 4}, "optim": {"lr": 0.05},
-           "reward": {"name": "length_reward:reward"},
            "rollout": {"problems_per_step": 2, "group_size": 4, "max_new_tokens": 6},
            "train": {"steps": 2, "val_every": 1, "checkpoint_every": 1}}
-    cwd = os.getcwd()
-    os.chdir(here)
-    try:
-        return rolecall.train_run(cfg, here / "r", notify=lambda text: None)
-    finally:
-        os.chdir(cwd)
+    return train_moving_run(tmp_path_factory.mktemp("run"), cfg, "r")
 
 
 def _inputs(tok):

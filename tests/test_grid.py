@@ -286,9 +286,8 @@ def test_base_cell_writes_a_run_directory_the_report_reads(tmp_path, small_plan,
 
     closed = []
 
-    class Stack:
-        class verifier:
-            close = staticmethod(lambda: closed.append(1))
+    class Stack:  # the cell must close the stack (its verifier's processes, any rollout workers)
+        close = staticmethod(lambda: closed.append(1))
 
     monkeypatch.setattr(loop, "build_stack", lambda cfg: Stack)
     monkeypatch.setattr(loop, "validate_episodes", lambda stack, base: ({"val/accuracy": 0.25, "val/reward/mean": 0.25}, [])

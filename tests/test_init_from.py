@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,16 @@ from typer.testing import CliRunner
 import rolecall
 from rolecall.cli import app
 from rolecall.policies.init_from import InitFromError
+from conftest import train_moving_run
 
 
 @pytest.fixture(scope="module")
 def source_run(tiny_model_dir, tmp_path_factory):
     """A finished single-agent run on the tiny model whose adapter moved (a length reward gives the groups spread)."""
-    here = tmp_path_factory.mktemp("src")
-    (here / "length_reward.py").write_text("def reward(problem, answer):\n    return len(answer) % 3 / 2\n")
     cfg = {"model": {"path": str(tiny_model_dir)}, "workflow": {"name": "single"}, "task": {"n_val": 4},
-           "reward": {"name": "length_reward:reward"}, "optim": {"lr": 0.05},
-           "rollout": {"problems_per_step": 2, "group_size": 4, "max_new_tokens": 6}, "train": {"steps": 2}}
-    cwd = os.getcwd()
-    os.chdir(here)
-    try:
-        return rolecall.train_run(cfg, here / "single", notify=lambda text: None)
-    finally:
-        os.chdir(cwd)
+           "optim": {"lr": 0.05}, "rollout": {"problems_per_step": 2, "group_size": 4, "max_new_tokens": 6},
+           "train": {"steps": 2}}
+    return train_moving_run(tmp_path_factory.mktemp("src"), cfg, "single")
 
 
 def _adapter(run_dir: Path, policy: str) -> dict:

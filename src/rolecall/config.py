@@ -452,15 +452,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
 
 def read_config_tree(path: str | Path) -> dict:
     """The mapping a config file (or a shipped config's name, `examples/voting`) holds."""
-    p = Path(path)
-    if not p.is_file():
-        from rolecall.shipped import find_shipped
+    from rolecall.shipped import existing_or_shipped
 
-        shipped = find_shipped(path)  # `examples/voting`, or a repository path without the repository
-        if shipped is None:
-            raise ConfigError(f"config file {str(p)!r} does not exist (nor is it a shipped config; "
-                              "`rolecall configs` lists those)")
-        p = shipped
+    p = existing_or_shipped(path, "config", ConfigError)
     tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")

@@ -60,3 +60,15 @@ def copy_configs(names: list[str], dest: Path, *, overwrite: bool = False) -> li
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
     return list(targets.values())
+
+
+def existing_or_shipped(path: str | Path, what: str, error: type[Exception]) -> Path:
+    """`path` if it is a file, else the shipped config it names; `error` naming both otherwise.
+    `what` is "config" or "grid", as the message says."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    shipped = find_shipped(path)  # `examples/voting`, or a repository path without the repository
+    if shipped is None:
+        raise error(f"{what} file {str(p)!r} does not exist (nor is it a shipped {what}; `rolecall configs` lists those)")
+    return shipped

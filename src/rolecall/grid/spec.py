@@ -180,15 +180,9 @@ def config_sections() -> set[str]:
 
 def load_grid(path: str | Path, cli_args: list[str] = ()) -> Grid:
     """Read a grid file; `cli_args` are `var=value` (a var of the grid) or `dotted.key=value` (every cell)."""
-    path = Path(path)
-    if not path.is_file():
-        from rolecall.shipped import find_shipped
+    from rolecall.shipped import existing_or_shipped
 
-        shipped = find_shipped(path)  # `grids/cpu`, or the repository path without the repository
-        if shipped is None:
-            raise GridError(f"grid file {str(path)!r} does not exist (nor is it a shipped grid; "
-                            "`rolecall configs` lists those)")
-        path = shipped
+    path = existing_or_shipped(path, "grid", GridError)  # `grids/cpu` works without the repository
     try:
         raw = yaml.safe_load(path.read_text("utf-8"))
     except yaml.YAMLError as e:
