@@ -32,7 +32,7 @@ def time_arm(workers: int, repeats: int, temp: str) -> dict:
     from rolecall.distributed import ray_rollout
     from rolecall.train.loop import _rollout, build_stack, problems_for_step
 
-    cfg = rolecall.make_config("examples/voting", {"rollout.request_seeds": True, "rollout.workers": workers})
+    cfg = rolecall.make_config("examples/voting", {"rollout.request_seeds": True, "rollout.actors": workers})
     real = ray_rollout.RayRollout.__post_init__
 
     def short_temp(self):

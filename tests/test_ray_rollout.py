@@ -26,7 +26,7 @@ def ray_local(monkeypatch):
 def _cfg(model_dir, workers: int):
     return rolecall.make_config({"model": {"path": str(model_dir)}, "task": {"n_val": 4},
                                  "rollout": {"problems_per_step": 3, "group_size": 2, "max_new_tokens": 6,
-                                             "request_seeds": True, "workers": workers}})
+                                             "request_seeds": True, "actors": workers}})
 
 
 def _episodes(eps):
@@ -53,7 +53,7 @@ def test_two_ray_workers_give_the_episodes_and_updates_of_one_process(tiny_model
     finally:
         ray_rollout.RayRollout.__post_init__ = real_init
     try:
-        assert len(remote.workers.actors) == 2
+        assert len(remote.actors.actors) == 2
         row_l, eps_l = train_step(local, 1)
         row_r, eps_r = train_step(remote, 1)
         assert _episodes(eps_r) == _episodes(eps_l)
@@ -66,9 +66,9 @@ def test_two_ray_workers_give_the_episodes_and_updates_of_one_process(tiny_model
         problems = local.val_P[:3]
         v_l = _rollout(local, problems, 2, local.routing.routes, seed=7)
         v_r = _rollout(remote, problems, 2, remote.routing.routes, seed=7)
-        assert _episodes(v_r) == _episodes(v_l) and remote.workers.version == 1  # published twice: versions 0, 1
+        assert _episodes(v_r) == _episodes(v_l) and remote.actors.version == 1  # published twice: versions 0, 1
         # a dead actor is replaced, loaded with the current adapters, and its share retried
-        ray.kill(remote.workers.actors[0])
+        ray.kill(remote.actors.actors[0])
         again = _rollout(remote, problems, 2, remote.routing.routes, seed=7)
         assert _episodes(again) == _episodes(v_l)
     finally:
@@ -117,3 +117,16 @@ def test_the_voting_ray_example_trains_a_step(tiny_model_dir, ray_local, tmp_pat
     rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 1]
     assert not ray.is_initialized()  # the run shut down the instance it started
+
+
+def test_starting_ray_leaves_the_trainers_signal_handlers(tiny_model_dir, ray_local):
+    import signal
+
+    from rolecall.distributed.ray_rollout import RayRollout
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    pool = RayRollout(_cfg(tiny_model_dir, 1).model_dump(mode="json"), 1, temp_dir=ray_local)
+    try:
+        assert {sig: signal.getsignal(sig) for sig in before} == before
+    finally:
+        pool.close()

@@ -39,4 +39,5 @@ def test_a_resumed_run_continues_its_sinks(tiny_model_dir, tmp_path, monkeypatch
     assert _tb_steps(out, "val/accuracy") == [0, 2, 4]
     assert (out / "wandb_run_id").read_text().strip() == first_id
     runs = sorted(p.name for p in (out / "wandb").glob("offline-run-*"))
-    assert len(runs) == 2 and all(name.endswith(first_id) for name in runs)
+    # offline-run-<time>-<id>, with "-1" added when both started within the same second
+    assert len(runs) == 2 and all(f"-{first_id}" in name for name in runs)

@@ -158,7 +158,7 @@ def test_every_shipped_workflow_has_an_example_config():
 # A meta-policy example trains no LLM step: its stages run in test_deliberation.py.
 # One on Ray rollout workers runs in test_ray_rollout.py (it needs a Ray instance of its own).
 LLM_EXAMPLES = [p for p in EXAMPLES if "metapolicy" not in (c := yaml.safe_load(p.read_text()))
-                and not c.get("rollout", {}).get("workers")]
+                and not c.get("rollout", {}).get("actors")]
 
 
 @pytest.mark.parametrize("example", LLM_EXAMPLES, ids=lambda p: p.stem)

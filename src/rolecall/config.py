@@ -128,9 +128,9 @@ class RolloutCfg(_Strict):
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
     max_batch: PositiveInt = Field(DEFAULT_MAX_BATCH, description="Most rows in one generate call.")
-    workers: int = Field(0, ge=0, description="Rollout workers on Ray (0 = in-process): each holds the base models and "
-                                              "an engine and plays a share of each step's problems; turns request_seeds on.")
-    ray_address: str | None = Field(None, description="A Ray cluster to run the rollout workers on (default: a local instance).")
+    actors: int = Field(0, ge=0, description="Rollout actors on Ray (0 = in-process): each holds the base models and "
+                                             "an engine and plays a share of each step's problems, seeded per request.")
+    ray_address: str | None = Field(None, description="A Ray cluster to run the rollout actors on (default: a local instance).")
     request_seeds: bool = Field(False, description="Give every model call its own sampling seed (from train.seed, step, "
                                                    "problem, sample, turn): episodes then do not depend on how calls are "
                                                    "batched or split over workers. Off: torch's global generator.")

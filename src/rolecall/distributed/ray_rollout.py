@@ -12,7 +12,9 @@ fails with an error naming the worker, and nothing already in the run directory 
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 
 from rolecall.errors import UserError
@@ -102,7 +104,7 @@ class RayRollout:
         try:
             import ray
         except ImportError:
-            raise RolloutWorkerError("rollout.workers needs Ray: pip install 'rolecall[ray]'") from None
+            raise RolloutWorkerError("rollout.actors needs Ray: pip install 'rolecall[ray]'") from None
         self.ray = ray
         self.started_ray = False
         if not ray.is_initialized():
@@ -115,7 +117,16 @@ class RayRollout:
                 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
                 kw["num_cpus"] = os.cpu_count() or 1
                 kw["_temp_dir"] = self.temp_dir or tempfile.mkdtemp(prefix="rolecall-ray-")
-            ray.init(**kw)
+            # ray.init installs its own SIGTERM/SIGINT handlers and never restores them: the
+            # trainer's (save a checkpoint, then stop) must stay in place.
+            saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+            try:
+                ray.init(**kw)
+            finally:
+                if threading.current_thread() is threading.main_thread():
+                    for sig, handler in saved.items():
+                        if handler is not None:
+                            signal.signal(sig, handler)
             self.started_ray = True
         self._actor_cls = ray.remote(num_cpus=0)(_Worker)  # CPU is shared with the trainer; threads are set below
         self.threads = max(1, (os.cpu_count() or 1) // self.n)

@@ -129,15 +129,15 @@ class HFEngine:
         step; argmax at T = 0; a finished row gets pad tokens), without its per-step
         machinery. The log-prob recorded is that of the distribution sampled from.
 
-        With `seeds` (one per row) each row draws from its own generator instead of torch's
-        global one: argmax(p / E) with E ~ Exp(1) drawn per row is a sample of p (the
+        With `seeds` (one per row) each row draws from its own seeded random stream instead of
+        torch's global one: argmax(p / E) with E ~ Exp(1) drawn per row is a sample of p (the
         exponential race), so a row's tokens depend on its seed alone, however the batch is
         split or ordered.
         """
         t = temperature if temperature > 0 else 1.0
-        gens = None
+        streams = None
         if seeds is not None and temperature > 0:
-            gens = [torch.Generator(device=logits_B.device).manual_seed(int(x) % (2**63)) for x in seeds]
+            streams = [torch.Generator(device=logits_B.device).manual_seed(int(x) % (2**63)) for x in seeds]
         pad = self.tok.pad_token_id
         stop = torch.tensor(self.stop_ids, device=logits_B.device)
         unfinished_B = torch.ones(logits_B.shape[0], dtype=torch.bool, device=logits_B.device)
@@ -146,9 +146,9 @@ class HFEngine:
         for step in range(budget):
             scores = logits_B.float() / t
             logp = torch.log_softmax(scores, -1)
-            if gens is not None:
+            if streams is not None:
                 race_B_V = torch.stack([torch.empty(scores.shape[-1], device=scores.device).exponential_(generator=g)
-                                        for g in gens])
+                                        for g in streams])
                 nxt = (torch.softmax(scores, -1) / race_B_V).argmax(-1)
             elif temperature > 0:
                 nxt = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)

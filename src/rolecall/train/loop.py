@@ -20,6 +20,7 @@ import torch
 from rolecall.config import Config
 from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 from rolecall.diagnostics.summary import write_summary
+from rolecall.distributed.data_parallel import DataParallel
 from rolecall.engines.hf import HFEngine
 from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
@@ -66,15 +67,15 @@ class Stack:
     val_P: list[Problem]
     verifier: Verifier
     bases: dict[str, Base] = field(default_factory=dict)  # every base model by path, the run's own first
-    workers: object | None = None  # RayRollout when rollout.workers > 0
+    actors: object | None = None  # RayRollout when rollout.actors > 0
 
     def close(self) -> None:
-        """Stop the verifier's processes and the rollout workers."""
+        """Stop the verifier's processes and the rollout actors."""
         try:
             self.verifier.close()
         finally:
-            if self.workers is not None:
-                self.workers.close()
+            if self.actors is not None:
+                self.actors.close()
 
     def models_by_adapter(self) -> dict[str, object]:
         """The model each adapter lives in (several when policies sit on different bases)."""
@@ -141,12 +142,12 @@ def build_stack(cfg: Config) -> Stack:
     main = bases[m.path]
     by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
     engine = RoutedEngine(by_policy, main.engine) if by_policy else main.engine
-    workers = None
-    if cfg.rollout.workers:
+    actors = None
+    if cfg.rollout.actors:
         from rolecall.distributed.ray_rollout import RayRollout
 
-        workers = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.workers, address=cfg.rollout.ray_address)
-    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, workers)
+        actors = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.actors, address=cfg.rollout.ray_address)
+    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, actors)
 
 
 def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
@@ -189,9 +190,9 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
              training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
-    if stack.workers is not None:  # Ray actors: the current adapters first, then a share each
-        stack.workers.publish(stack.models_by_adapter())
-        return stack.workers.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
+    if stack.actors is not None:  # Ray actors: the current adapters first, then a share each
+        stack.actors.publish(stack.models_by_adapter())
+        return stack.actors.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
                    check=checker(stack.verifier), training=training,
@@ -243,6 +244,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     else:
         rng = random.Random(cfg.train.seed * 31 + step)
         updated = {}
+        dp = DataParallel.current()  # a process group: each rank updates on its share of the micro-batches
         for base in stack.bases.values():  # each base model trains its own policies' adapters
             rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in base.trainable}
             if not rows_by_policy:
@@ -251,7 +253,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
                 base.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim, pad_id=base.tok.pad_token_id,
                 temperature=cfg.rollout.temperature, rng=rng, mini_batch_rows=cfg.mini_batch_rows(),
                 progress=((step - 1) / cfg.train.steps, step / cfg.train.steps),
-                kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows, grad_shares=full))
+                kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows, grad_shares=full, dp=dp))
         for policy, (per_role, pol) in updated.items():
             policy_metrics[policy] = pol
             row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})

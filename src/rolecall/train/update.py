@@ -30,6 +30,7 @@ from statistics import fmean
 import torch
 
 from rolecall.config import AlgoCfg, OptimCfg
+from rolecall.distributed.data_parallel import DataParallel
 from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_per_token, token_logprobs_and_entropy
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
@@ -95,7 +96,8 @@ def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: 
 def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim], algo: AlgoCfg,
                     optim: OptimCfg, *, pad_id: int, temperature: float, rng: random.Random,
                     mini_batch_rows: int | None = None, progress: tuple[float, float] = (0.0, 0.0),
-                    kl_ref: bool = True, kl_ref_rows: int = 16, grad_shares: bool = True) -> dict[str, tuple[dict, dict]]:
+                    kl_ref: bool = True, kl_ref_rows: int = 16, grad_shares: bool = True,
+                    dp: DataParallel | None = None) -> dict[str, tuple[dict, dict]]:
     """Train each policy on its rows. Returns {policy: (per-role metrics, policy metrics)}.
 
     `progress` is the fraction of the run at the start and at the end of this iteration; the
@@ -111,6 +113,10 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     gradient each role adds can be read off between them: `grad_share` is its projection on
     the step's total gradient (the shares sum to 1), `grad_norm` its own norm. A policy with
     one role reports share 1 and the adapter's pre-clip norm.
+
+    `dp` (data parallel, see `rolecall.distributed.data_parallel`): this rank runs its share of
+    each mini-batch's micro-batches and the gradients are summed across ranks before each
+    step. The per-role metrics then describe this rank's micro-batches, and grad shares are off.
     """
     rows_by_policy = {p: [r if r.policy == p else replace(r, policy=p) for r in rows]
                       for p, rows in rows_by_policy.items() if rows}
@@ -133,14 +139,16 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     for group in groups:
         out.update(_update_group(model, router, group, rows_by_policy, optims, algo, optim, pad_id=pad_id,
                                  temperature=temperature, rng=rng, mini_batch_rows=mini_batch_rows, progress=progress,
-                                 ref_by_row=ref_by_row, kl_loss=kl_loss, grad_shares=grad_shares))
+                                 ref_by_row=ref_by_row, kl_loss=kl_loss, grad_shares=grad_shares and dp is None,
+                                 dp=dp))
     return out
 
 
 def _update_group(model, router, group: list[str], rows_by_policy: dict[str, list[Row]],
                   optims: dict[str, PolicyOptim], algo: AlgoCfg, optim: OptimCfg, *, pad_id: int, temperature: float,
                   rng: random.Random, mini_batch_rows: int | None, progress: tuple[float, float],
-                  ref_by_row: dict[int, torch.Tensor], kl_loss: bool, grad_shares: bool) -> dict[str, tuple[dict, dict]]:
+                  ref_by_row: dict[int, torch.Tensor], kl_loss: bool, grad_shares: bool,
+                  dp: DataParallel | None = None) -> dict[str, tuple[dict, dict]]:
     """PPO-clip epochs for the policies of one group, every forward and backward shared by the group."""
     stats, tally = RoleStats(algo.loss_agg), {p: _Tally() for p in group}
     # Every epoch's mini-batches up front (epoch-major shuffles, as the loop consumes them).
@@ -171,7 +179,7 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
                 mini = {p: plan[p][i_mini] for p in group if i_mini < len(plan[p])}
                 _minibatch(model, forward, mini, group, optims, algo, optim, stats, tally,
                            {p: done[p] for p in mini}, old_by_row, ref_by_row, kl_loss, grad_shares,
-                           {p: progress[0] + (progress[1] - progress[0]) * done[p] / n_minis[p] for p in mini})
+                           {p: progress[0] + (progress[1] - progress[0]) * done[p] / n_minis[p] for p in mini}, dp)
                 for p in mini:
                     done[p] += 1
     return _metrics(group, rows_by_policy, optims, stats, tally, n_minis)
@@ -180,7 +188,7 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
 def _minibatch(model, forward, mini: dict[str, list[Row]], group: list[str], optims: dict[str, PolicyOptim],
                algo: AlgoCfg, optim: OptimCfg, stats: RoleStats, tally: dict[str, _Tally], index: dict[str, int],
                old_by_row: dict[int, torch.Tensor], ref_by_row: dict[int, torch.Tensor], kl_loss: bool,
-               grad_shares: bool, progress: dict[str, float]) -> None:
+               grad_shares: bool, progress: dict[str, float], dp: DataParallel | None = None) -> None:
     """One optimizer step for each policy in `mini`: accumulate its micro-batches, then step."""
     mixed = len(group) > 1
     norm = {p: _norm(rows, algo.loss_agg) for p, rows in mini.items()}
@@ -191,9 +199,13 @@ def _minibatch(model, forward, mini: dict[str, list[Row]], group: list[str], opt
     before: dict[str, torch.Tensor | None] = {p: None for p in mini}
     for p in mini:
         optims[p].optimizer.zero_grad(set_to_none=True)
+    count = 0  # micro-batches in the same order on every rank: `dp` deals them out
     for j in range(max(map(len, roles.values()))):  # j-th role of every policy in one pass
         rows_j = [r for p, rows in mini.items() if j < len(roles[p]) for r in rows if r.role == roles[p][j]]
         for mb in micro_batches(rows_j, algo.micro_batch_tokens):
+            count += 1
+            if dp is not None and not dp.owns(count - 1):
+                continue
             b, logp, ent = forward(mb)
             old = logp.detach().clone()
             for i, r in enumerate(mb):  # rows past the first mini-batch are scored against π_old
@@ -225,6 +237,11 @@ def _minibatch(model, forward, mini: dict[str, list[Row]], group: list[str], opt
                 now = flat_grad(optims[p].params)
                 role_grads[p][roles[p][j]] = now if before[p] is None else now - before[p]
                 before[p] = now
+    if dp is not None:  # the whole mini-batch's gradient, loss and finiteness on every rank
+        for p in mini:
+            dp.sum_grads(optims[p].params)
+            finite[p] = dp.all_true(finite[p])
+            loss_sum[p] = dp.sum_float(loss_sum[p])
     for p in mini:
         _step(optims[p], algo, optim, finite[p], progress[p], tally[p], loss_sum[p], stats, roles[p], role_grads[p],
               grad_shares)
