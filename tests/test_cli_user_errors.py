@@ -96,6 +96,7 @@ CASE_NAMES = list(_cases(__import__("pathlib").Path("/d"), "/m"))
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypatch, case):
     args, fragment = _cases(files, tiny_model_dir)[case]
+    monkeypatch.chdir(files)  # a run without --out starts in ./runs: here, not in the repository
     if "eval" in case and "sandbox" in case:  # eval takes a config file too: give it a real one
         cfg = files / "code_eval.yaml"
         cfg.write_text("")
