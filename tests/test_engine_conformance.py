@@ -38,9 +38,50 @@ def _scripted(model_dir):
     return ScriptedEngine(lambda req: f"{req.policy}:{req.messages[-1]['content'][:4]}")
 
 
+def _vllm_model_dir() -> str:
+    """A tiny Qwen3 with 32-wide attention heads: vLLM's CPU attention has no kernel for the
+    shared tiny model's 8-wide heads."""
+    import tempfile
+
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from rolecall.basemodel.tokenizer import build_tokenizer
+
+    d = tempfile.mkdtemp(prefix="rc-vllm-tiny-")
+    tok = build_tokenizer()
+    torch.manual_seed(0)
+    Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=512,
+                                 tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
+                                 pad_token_id=tok.pad_token_id)).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+def _vllm(_shared_tiny_dir):
+    """vLLM with the adapters `a` and `b` published from a PEFT model (where vLLM is installed)."""
+    from rolecall.engines.vllm import VLLMEngine
+    from rolecall.policies.model import load_tokenizer
+
+    model_dir = _vllm_model_dir()
+    hf = _hf(model_dir)
+    eng = VLLMEngine(model_dir, load_tokenizer(str(model_dir)), adapters=("a", "b"), max_lora_rank=4,
+                     memory_fraction=0.1, dtype="float32")
+    eng.publish({"a": hf.model, "b": hf.model}, 0)
+    eng.stop_ids = hf.stop_ids
+    return eng
+
+
 ENGINES = {"hf": _hf, "hf-plain": lambda d: _hf(d, ()), "routed": _routed, "scripted": _scripted}
-TOKENS = {"hf", "hf-plain", "routed"}  # engines that produce token ids and log-probs
-SEEDED = {"hf", "hf-plain", "routed"}  # engines that honour GenRequest.seed
+TOKENS = {"hf", "hf-plain", "routed", "vllm"}  # engines that produce token ids and log-probs
+SEEDED = {"hf", "hf-plain", "routed", "vllm"}  # engines that honour GenRequest.seed
+try:
+    import vllm  # noqa: F401
+
+    ENGINES["vllm"] = _vllm
+except ImportError:
+    pass
 
 
 @pytest.fixture(params=sorted(ENGINES))
@@ -94,4 +135,19 @@ def test_seeded_requests_do_not_depend_on_the_batch(engine):
 
 
 def test_vllm_joins_the_suite_when_installed():
-    pytest.importorskip("vllm", reason="vLLM is not installed here (its engine is not built yet either)")
+    pytest.importorskip("vllm", reason="vLLM is not installed here: benchmarks/vllm_cpu.sh runs it in a venv of its own")
+    assert "vllm" in ENGINES
+
+
+def test_asking_for_vllm_without_it_says_how_to_get_it(tiny_model_dir):
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vLLM is installed here")
+    except ImportError:
+        pass
+    import rolecall
+    from rolecall.engines.vllm import VLLMUnavailable
+    from rolecall.train.loop import build_stack
+
+    with pytest.raises(VLLMUnavailable, match="rollout.engine=vllm needs vLLM"):
+        build_stack(rolecall.make_config({"model": {"path": str(tiny_model_dir)}, "rollout": {"engine": "vllm"}}))

@@ -128,6 +128,10 @@ class RolloutCfg(_Strict):
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
     max_batch: PositiveInt = Field(DEFAULT_MAX_BATCH, description="Most rows in one generate call.")
+    engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (in-process transformers) or vllm "
+                                                            "(pip install vllm; every adapter resident, one per request).")
+    vllm_memory_fraction: float = Field(0.9, gt=0, le=1, description="vLLM's gpu_memory_utilization (on its CPU build: "
+                                                                     "the share of RAM it reserves).")
     actors: int = Field(0, ge=0, description="Rollout actors on Ray (0 = in-process): each holds the base models and "
                                              "an engine and plays a share of each step's problems, seeded per request.")
     ray_address: str | None = Field(None, description="A Ray cluster to run the rollout actors on (default: a local instance).")

@@ -142,12 +142,27 @@ def build_stack(cfg: Config) -> Stack:
     main = bases[m.path]
     by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
     engine = RoutedEngine(by_policy, main.engine) if by_policy else main.engine
+    if cfg.rollout.engine == "vllm":
+        engine = vllm_engine(cfg, routing, tok, bases)
     actors = None
     if cfg.rollout.actors:
         from rolecall.distributed.ray_rollout import RayRollout
 
         actors = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.actors, address=cfg.rollout.ray_address)
     return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, actors)
+
+
+def vllm_engine(cfg: Config, routing: Routing, tok, bases: dict[str, Base]):
+    """The vLLM engine for a single-base run (the HF model stays for training)."""
+    from rolecall.engines.vllm import VLLMEngine
+
+    if len(bases) > 1:
+        raise UserError("rollout.engine=vllm serves one base model; this run's policies sit on "
+                        f"{len(bases)} ({sorted(bases)})")
+    ranks = [cfg.lora_of(p).r for p in routing.adapters] or [cfg.lora.r]
+    return VLLMEngine(resolve_model_dir(cfg.model.path), tok, adapters=routing.adapters, max_lora_rank=max(ranks),
+                      memory_fraction=cfg.rollout.vllm_memory_fraction, enable_thinking=cfg.model.enable_thinking,
+                      seed=cfg.train.seed)
 
 
 def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
@@ -190,6 +205,9 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
              training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
+    publish = getattr(stack.engine, "publish", None)
+    if publish is not None:  # an engine outside this model (vLLM): the current adapters, as a new version
+        publish(stack.models_by_adapter(), stack.engine.version + 1)
     if stack.actors is not None:  # Ray actors: the current adapters first, then a share each
         stack.actors.publish(stack.models_by_adapter())
         return stack.actors.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
