@@ -150,11 +150,10 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     import torch
 
     from rolecall.engines.base import GenRequest
-    from rolecall.engines.hf import HFEngine
     from rolecall.export import checkpoint_of
-    from rolecall.policies.model import attach_adapters, load_model, load_tokenizer
+    from rolecall.policies.model import load_tokenizer
     from rolecall.policies.routing import build_routing
-    from rolecall.train.bases import policy_paths
+    from rolecall.train.bases import build_bases, policy_paths
     from rolecall.train.checkpoint import load_adapters
     from rolecall.workflows import build_workflow, workflow_prompts
 
@@ -167,18 +166,12 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
         raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
     ckpt = checkpoint_of(run.path, step)
     m = cfg.model
-    paths = policy_paths(cfg, routing)
-    path = paths.get(routing.routes[role], m.path)  # the base of the role's policy (`base`: the run's)
-    tok = load_tokenizer(path, m.chat_template if path == m.path else None)
-    model = load_model(path, m.dtype, m.device)
-    adapters = tuple(p for p in routing.adapters if paths[p] == path)
-    if adapters:
-        model = attach_adapters(model, list(adapters), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
-                                overrides=cfg.policy_lora())
-        load_adapters(ckpt, model, adapters)
-    model.eval()
-    engine = HFEngine(model, tok, enable_thinking=m.enable_thinking, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+    path = policy_paths(cfg, routing).get(routing.routes[role], m.path)  # the role's base (`base`: the run's)
+    (base,) = build_bases(cfg, routing, load_tokenizer(m.path, m.chat_template), only=path).values()
+    if base.adapters:
+        load_adapters(ckpt, base.model, base.adapters)
+    base.model.eval()
+    engine = base.engine
     budget = max_new_tokens or cfg.rollout.max_new_tokens_by_role.get(role, cfg.rollout.max_new_tokens)
     with torch.no_grad():
         (out,) = engine.generate([GenRequest([{"role": "user", "content": prompt}], routing.routes[role], budget)],

@@ -37,7 +37,7 @@ class _Worker:
         from rolecall.policies.model import load_tokenizer
         from rolecall.policies.routing import build_routing
         from rolecall.rewards.verifier import build_verifier
-        from rolecall.train.bases import build_bases
+        from rolecall.train.bases import adapter_models, build_bases, team_engine
         from rolecall.workflows import build_workflow, workflow_prompts
 
         if os.path.isdir(cwd):
@@ -50,15 +50,8 @@ class _Worker:
         routing = build_routing(cfg.routing, self.workflow.roles, cfg.policy_table())
         tok = load_tokenizer(cfg.model.path, cfg.model.chat_template)
         self.bases = build_bases(cfg, routing, tok)
-        main = self.bases[cfg.model.path]
-        by_policy = {p: b.engine for b in self.bases.values() if b is not main for p in b.adapters}
-        if by_policy:
-            from rolecall.engines.routed import RoutedEngine
-
-            self.engine = RoutedEngine(by_policy, main.engine)
-        else:
-            self.engine = main.engine
-        self.models = {a: b.model for b in self.bases.values() for a in b.adapters}
+        self.engine = team_engine(self.bases, cfg.model.path)
+        self.models = adapter_models(self.bases)
         self.verifier = build_verifier(cfg.reward_cfg())
         self.version = -1
 

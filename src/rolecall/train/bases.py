@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from rolecall.engines.hf import HFEngine
+from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
 from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
 from rolecall.policies.routing import Routing
@@ -36,37 +37,51 @@ def policy_paths(cfg, routing: Routing) -> dict[str, str]:
     return {p: own.get(p, cfg.model.path) for p in routing.adapters}
 
 
-def build_bases(cfg, routing: Routing, default_tok) -> dict[str, Base]:
-    """Every base the run needs, the run's own first, keyed by path; adapters attached, LoRA A
-    seeded from `train.seed` in a fixed order (so a resume rebuilds the same starting point)."""
+def build_bases(cfg, routing: Routing, default_tok, only: str | None = None) -> dict[str, Base]:
+    """Every base the run needs (or just the one at path `only`), the run's own first, keyed by
+    path; adapters attached, LoRA A seeded from `train.seed` in a fixed order (so a resume
+    rebuilds the same starting point)."""
     paths = policy_paths(cfg, routing)
     order = [cfg.model.path] + sorted({p for p in paths.values() if p != cfg.model.path})
-    bases: dict[str, Base] = {}
+    return {path: _load_base(cfg, routing, path, tuple(p for p in routing.adapters if paths[p] == path), default_tok)
+            for path in order if only is None or path == only}
+
+
+def _load_base(cfg, routing: Routing, path: str, names: tuple[str, ...], default_tok) -> Base:
     m = cfg.model
-    for path in order:
-        names = tuple(p for p in routing.adapters if paths[p] == path)
-        roles = sorted(r for r, p in routing.routes.items() if p in names)
-        if path == m.path:
-            tok = default_tok
-        else:
-            try:
-                resolve_model_dir(path)
-                tok = load_tokenizer(path)
-            except (FileNotFoundError, ValueError) as e:
-                raise BaseModelError(f"policies {list(names)} (roles {roles}): model {path!r}: {e}") from None
-        model = load_model(path, m.dtype, m.device)
-        torch.manual_seed(cfg.train.seed)  # LoRA A init
-        if names or (path == m.path and cfg.metapolicy is None and not routing.adapters):
-            # (no adapter at all is an error attach_adapters names, unless a meta-policy run plays the bare base)
-            model = attach_adapters(model, list(names), r=cfg.lora.r, alpha=cfg.lora.alpha,
-                                    dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
-                                    overrides=cfg.policy_lora())
-        for p in model.parameters():
-            p.requires_grad_(False)
-        engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
-                          max_prompt_tokens=cfg.rollout.max_prompt_tokens)
-        bases[path] = Base(path, model, tok, engine, names, tuple(p for p in routing.trainable if p in names))
-    return bases
+    roles = sorted(r for r, p in routing.routes.items() if p in names)
+    if path == m.path:
+        tok = default_tok
+    else:
+        try:
+            resolve_model_dir(path)
+            tok = load_tokenizer(path)
+        except (FileNotFoundError, ValueError) as e:
+            raise BaseModelError(f"policies {list(names)} (roles {roles}): model {path!r}: {e}") from None
+    model = load_model(path, m.dtype, m.device)
+    torch.manual_seed(cfg.train.seed)  # LoRA A init
+    if names or (path == m.path and cfg.metapolicy is None and not routing.adapters):
+        # (no adapter at all is an error attach_adapters names, unless a meta-policy run plays the bare base)
+        model = attach_adapters(model, list(names), r=cfg.lora.r, alpha=cfg.lora.alpha,
+                                dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
+                                overrides=cfg.policy_lora())
+    for p in model.parameters():
+        p.requires_grad_(False)
+    engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
+                      max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+    return Base(path, model, tok, engine, names, tuple(p for p in routing.trainable if p in names))
+
+
+def team_engine(bases: dict[str, Base], main_path: str):
+    """The engine over all bases: the run's own base's engine, routed per policy when there are more."""
+    main = bases[main_path]
+    by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
+    return RoutedEngine(by_policy, main.engine) if by_policy else main.engine
+
+
+def adapter_models(bases: dict[str, Base]) -> dict[str, object]:
+    """The model each adapter lives in (several when policies sit on different bases)."""
+    return {a: b.model for b in bases.values() for a in b.adapters}
 
 
 def mark_trainable(base: Base) -> None:

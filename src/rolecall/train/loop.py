@@ -22,7 +22,7 @@ from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 from rolecall.diagnostics.summary import write_summary
 from rolecall.distributed.data_parallel import DataParallel
 from rolecall.engines.hf import HFEngine
-from rolecall.engines.routed import RoutedEngine
+from rolecall.engines.routed import RoutedEngine  # noqa: F401  (the Stack's engine type)
 from rolecall.errors import UserError
 from rolecall.tasks.dataset import load_dataset_problems
 from rolecall.policies.model import load_tokenizer, resolve_model_dir
@@ -32,7 +32,7 @@ from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.tasks.multihop import MultiHopTask
 from rolecall.train.batch import rows_for_policy
-from rolecall.train.bases import Base, build_bases, mark_trainable
+from rolecall.train.bases import Base, adapter_models, build_bases, mark_trainable, team_engine
 from rolecall.train.checkpoint import (CheckpointDamaged, checkpoint_fingerprint, discard_partial, load_checkpoint,
                                       resume_point, save_checkpoint, set_aside)
 from rolecall.train.compat import check_resume, run_fingerprint
@@ -79,7 +79,7 @@ class Stack:
 
     def models_by_adapter(self) -> dict[str, object]:
         """The model each adapter lives in (several when policies sit on different bases)."""
-        return {a: b.model for b in self.bases.values() for a in b.adapters} or {}
+        return adapter_models(self.bases)
 
     def max_new_tokens(self, role: str) -> int:
         return self.cfg.rollout.max_new_tokens_by_role.get(role, self.cfg.rollout.max_new_tokens)
@@ -140,8 +140,7 @@ def build_stack(cfg: Config) -> Stack:
         mark_trainable(base)  # each optimizer owns exactly its adapter's tensors
         optims.update(build_optimizers(base.model, base.trainable, cfg.optim, cfg.policy_optim()))
     main = bases[m.path]
-    by_policy = {p: b.engine for b in bases.values() if b is not main for p in b.adapters}
-    engine = RoutedEngine(by_policy, main.engine) if by_policy else main.engine
+    engine = team_engine(bases, m.path)
     if cfg.rollout.engine == "vllm":
         engine = vllm_engine(cfg, routing, tok, bases)
     actors = None
