@@ -342,6 +342,9 @@ class Config(_Strict):
         if self.workflow.name != "deliberation":
             raise ValueError(f"metapolicy: a meta-policy decides for the 'deliberation' workflow, "
                              f"but workflow.name is {self.workflow.name!r}")
+        if self.rollout.actors:
+            raise ValueError("rollout.actors: a meta-policy run decides in the trainer's own workflow; "
+                             "Ray rollout actors would play theirs; set rollout.actors=0")
         if "deliberator" in self.workflow.options or "counterfactual" in self.workflow.options:
             raise ValueError("workflow.options.deliberator/counterfactual: set by the meta-policy's training stages "
                              "when metapolicy is set; remove them")

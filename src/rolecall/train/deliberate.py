@@ -36,13 +36,11 @@ from rolecall.config import Config
 from rolecall.errors import UserError
 from rolecall.metapolicy import MetaPolicy, collate, fit, read_checkpoint, save_checkpoint, sft_loss, softrank_objective
 from rolecall.metapolicy.decider import MetaDeliberator
-from rolecall.policies.routing import BASE_POLICY
-from rolecall.rollout import rollout
 from rolecall.train.checkpoint import FINGERPRINT, write_durable
 from rolecall.train.compat import check_resume, run_fingerprint
-from rolecall.train.loop import Stack, build_stack
+from rolecall.train.loop import Stack, _rollout, build_stack
 from rolecall.train.run_dir import RunDir, _read_lines
-from rolecall.train.stages import checker, score
+from rolecall.train.stages import score
 from rolecall.train.stop import StopRequest, TrainingStopped
 from rolecall.types import Episode, Problem
 from rolecall.workflows.deliberation import FixedDeliberator, OracleDeliberator, RandomDeliberator, oracle_actions
@@ -71,7 +69,6 @@ class MetaPolicyRun:
         self.emit, self.notify, self.stop = emit, notify, stop
         self.folder = run.path / "checkpoints" / f"policy-{self.mp.name}"
         self.prefix = f"policy/{self.mp.name}"
-        self.routes = {r: BASE_POLICY if p == BASE_POLICY else p for r, p in stack.routing.routes.items()}
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -114,10 +111,7 @@ class MetaPolicyRun:
                    seed: int) -> list[Episode]:
         wf = self.stack.workflow
         wf.deliberator, wf.counterfactual = deliberator, counterfactual
-        torch.manual_seed(seed)
-        eps = rollout(wf, problems, 1, self.stack.engine, self.routes, self.stack.max_new_tokens,
-                      self.cfg.rollout.temperature, episode_timeout_s=self.cfg.rollout.episode_timeout_s,
-                      check=checker(self.stack.verifier))
+        eps = _rollout(self.stack, problems, 1, self.stack.routing.routes, seed=seed)
         score(eps, self.stack.verifier)
         return eps
 

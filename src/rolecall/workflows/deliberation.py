@@ -242,14 +242,15 @@ class Deliberation(Workflow):
         """For every agent and every action: replay round t with only that agent's move changed,
         finish the deliberation under the deliberator, and score it (module docstring)."""
         feats = round_features(list(table.states))
+        # The REFINE replies the round already drew are reused by every branch (only REFINE
+        # moves read them, so agent i's own is reused exactly when its branch refines too).
         shared = {a: after.texts[a] for a, act in enumerate(chosen) if act == REFINE}
         jobs = []
         for i in range(self.n_agents):
             for k in range(len(ACTIONS)):
                 moves = list(chosen)
                 moves[i] = k
-                own = {a: txt for a, txt in shared.items() if a != i or k == REFINE and chosen[i] == REFINE}
-                jobs.append(self._branch(problem, team, t, table, moves, own))
+                jobs.append(self._branch(problem, team, t, table, moves, shared))
         ends = await asyncio.gather(*jobs)
         rest_of = [[b for b in range(self.n_agents) if b != i] for i in range(self.n_agents)]
         texts = set(table.texts)
