@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from statistics import median
@@ -27,25 +26,14 @@ HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "ray_rollout.json"
 
 
-def time_arm(workers: int, repeats: int, temp: str) -> dict:
+def time_arm(workers: int, repeats: int) -> dict:
     import rolecall
-    from rolecall.distributed import ray_rollout
     from rolecall.train.loop import _rollout, build_stack, problems_for_step
 
     cfg = rolecall.make_config("examples/voting", {"rollout.request_seeds": True, "rollout.actors": workers})
-    real = ray_rollout.RayRollout.__post_init__
-
-    def short_temp(self):
-        self.temp_dir = temp
-        real(self)
-
-    ray_rollout.RayRollout.__post_init__ = short_temp
-    try:
-        t0 = time.time()
-        stack = build_stack(cfg)
-        start_s = time.time() - t0
-    finally:
-        ray_rollout.RayRollout.__post_init__ = real
+    t0 = time.time()
+    stack = build_stack(cfg)
+    start_s = time.time() - t0
     try:
         problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, 0, 1)
         _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=1, training=True)  # warm-up
@@ -64,8 +52,7 @@ def time_arm(workers: int, repeats: int, temp: str) -> dict:
 
 
 def main() -> int:
-    temp = tempfile.mkdtemp(prefix="rc-ray-", dir="/tmp")
-    arms = [time_arm(w, 3, temp) for w in (0, 1, 2)]
+    arms = [time_arm(w, 3) for w in (0, 1, 2)]
     base = arms[0]["median_s"]
     for a in arms:
         a["vs_in_process"] = round(a["median_s"] / base, 3)

@@ -73,7 +73,7 @@ def main() -> int:
         with torch.no_grad():
             for _, p in lora:
                 p.copy_(torch.randn_like(p) * 0.5)  # strong enough to change the greedy answers
-        vl.publish({"gen": hf_model}, version)
+        vl.publish({"gen": hf_model})  # version 0, then 1
         on_a = [GenRequest(r.messages, "gen", 12) for r in reqs]
         x, y = hf.generate(on_a, temperature=0.0), vl.generate(on_a, temperature=0.0)
         results.append({"version": version, "same_as_hf": [p.completion_ids == q.completion_ids for p, q in zip(x, y)],

@@ -68,7 +68,7 @@ def _vllm(_shared_tiny_dir):
     hf = _hf(model_dir)
     eng = VLLMEngine(model_dir, load_tokenizer(str(model_dir)), adapters=("a", "b"), max_lora_rank=4,
                      memory_fraction=0.1, dtype="float32")
-    eng.publish({"a": hf.model, "b": hf.model}, 0)
+    eng.publish({"a": hf.model, "b": hf.model})
     eng.stop_ids = hf.stop_ids
     return eng
 

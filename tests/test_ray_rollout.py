@@ -37,21 +37,10 @@ def _episodes(eps):
 def test_two_ray_workers_give_the_episodes_and_updates_of_one_process(tiny_model_dir, ray_local):
     from peft import get_peft_model_state_dict
 
-    from rolecall.distributed import ray_rollout
     from rolecall.train.loop import _rollout, build_stack, train_step
 
     local = build_stack(_cfg(tiny_model_dir, 0))
-    real_init = ray_rollout.RayRollout.__post_init__
-
-    def with_temp(self):
-        self.temp_dir = ray_local
-        real_init(self)
-
-    ray_rollout.RayRollout.__post_init__ = with_temp
-    try:
-        remote = build_stack(_cfg(tiny_model_dir, 2))
-    finally:
-        ray_rollout.RayRollout.__post_init__ = real_init
+    remote = build_stack(_cfg(tiny_model_dir, 2))  # its own Ray instance, in a short temp dir it removes
     try:
         assert len(remote.actors.actors) == 2
         row_l, eps_l = train_step(local, 1)

@@ -12,6 +12,7 @@ fails with an error naming the worker, and nothing already in the run directory 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from rolecall.errors import UserError
 
 # Switches the actors read from the environment: the driver's values go to every actor.
+_SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
 PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", "OMP_NUM_THREADS", "ROLECALL_CACHE")
 
 
@@ -99,7 +101,7 @@ class RayRollout:
         except ImportError:
             raise RolloutWorkerError("rollout.actors needs Ray: pip install 'rolecall[ray]'") from None
         self.ray = ray
-        self.started_ray = False
+        self.started_ray, self._own_temp = False, None
         if not ray.is_initialized():
             kw: dict = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
             if self.address:
@@ -109,7 +111,10 @@ class RayRollout:
             else:
                 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
                 kw["num_cpus"] = os.cpu_count() or 1
-                kw["_temp_dir"] = self.temp_dir or tempfile.mkdtemp(prefix="rolecall-ray-")
+                # Ray's sockets live under it and a socket path may not exceed 107 bytes: keep it
+                # short (under /tmp, whatever TMPDIR says), and remove it at close if it is ours
+                self._own_temp = None if self.temp_dir else tempfile.mkdtemp(prefix="rc-ray-", dir=_SHORT_TMP)
+                kw["_temp_dir"] = self.temp_dir or self._own_temp
             # ray.init installs its own SIGTERM/SIGINT handlers and never restores them: the
             # trainer's (save a checkpoint, then stop) must stay in place.
             saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -193,3 +198,5 @@ class RayRollout:
                 pass
         if self.started_ray:
             self.ray.shutdown()
+        if self._own_temp:
+            shutil.rmtree(self._own_temp, ignore_errors=True)

@@ -56,12 +56,14 @@ class VLLMEngine:
         self.lora: dict[str, object] = {}  # policy -> its current LoRARequest
         self.version = -1
 
-    def publish(self, models_by_adapter: dict, version: int) -> None:
-        """Save every adapter as `<adapter_dir>/<policy>/v<version>` and point its requests there."""
+    def publish(self, models_by_adapter: dict) -> None:
+        """Save every adapter as `<adapter_dir>/<policy>/v<version>` under the next version and
+        point its requests there."""
         from vllm.lora.request import LoRARequest
 
         from rolecall.train.checkpoint import save_adapter
 
+        version = self.version + 1
         for name, model in models_by_adapter.items():
             path = self.adapter_dir / name / f"v{version}"
             save_adapter(model, name, path)

@@ -204,11 +204,12 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
              training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
-    publish = getattr(stack.engine, "publish", None)
-    if publish is not None:  # an engine outside this model (vLLM): the current adapters, as a new version
-        publish(stack.models_by_adapter(), stack.engine.version + 1)
-    if stack.actors is not None:  # Ray actors: the current adapters first, then a share each
-        stack.actors.publish(stack.models_by_adapter())
+    # Generators outside this process's model (a vLLM engine, Ray actors) get the current
+    # adapters first, as a new version.
+    for outside in (stack.engine, stack.actors):
+        if hasattr(outside, "publish"):
+            outside.publish(stack.models_by_adapter())
+    if stack.actors is not None:  # Ray actors: a share each
         return stack.actors.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
