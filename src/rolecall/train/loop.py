@@ -309,11 +309,7 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False, 
             try:
                 train_metapolicy(cfg, run, resume, force, on_event, notify, stop)
             finally:
-                if run.metrics.exists() and run.rows():
-                    try:
-                        write_summary(run.path)
-                    except Exception as e:  # noqa: BLE001 - never mask the error that ended the run
-                        notify(f"summary.json not written: {e}")
+                _summarize(run, notify)
             return run.path
         return _train(cfg, run, resume, force, skip_damaged, on_event, stop_after, notify, stop)
 
@@ -432,12 +428,19 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
         for sink in sinks:
             sink.close()
         stack.close()
-        if run.metrics.exists():  # the paper's run statistics so far, also for a halted run
-            try:
-                write_summary(run.path)
-            except Exception as e:  # noqa: BLE001 - never mask the error that ended the run
-                notify(f"summary.json not written: {e}")
+        _summarize(run, notify)
     return run.path
+
+
+def _summarize(run: RunDir, notify: Callable[[str], None]) -> None:
+    """summary.json from what the run logged so far (also for a halted or failed run); a
+    failure here is reported, never raised over the error that ended the run."""
+    if not run.metrics.exists() or run.metrics.stat().st_size == 0:
+        return  # nothing logged yet (the run failed while loading)
+    try:
+        write_summary(run.path)
+    except Exception as e:  # noqa: BLE001 - never mask the error that ended the run
+        notify(f"summary.json not written: {e}")
 
 
 def build_monitor(cfg: Config, routing: Routing) -> AlarmMonitor:
