@@ -1,0 +1,128 @@
+"""`rolecall grid`: run an experiment matrix and report it (registered on the main CLI app)."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer.core import TyperGroup
+
+from rolecall.cli import _as_user_errors, app, console
+
+
+class _GridGroup(TyperGroup):
+    """`rolecall grid GRID.yaml ...` is `rolecall grid run GRID.yaml ...`; `rolecall grid report DIR` is the report."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        args = list(args)
+        if "--ray" in args:  # `--ray` alone means a private local Ray instance
+            i = args.index("--ray")
+            if i + 1 == len(args) or not _RAY_ADDRESS.match(args[i + 1]):
+                args.insert(i + 1, "local")
+        return super().parse_args(ctx, args)
+
+
+_RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[A-Za-z0-9_.-]+:\d+)$")
+
+
+grid_app = typer.Typer(cls=_GridGroup, no_args_is_help=True,
+                       help="Run an experiment matrix (`rolecall grid GRID.yaml`) and report it "
+                            "(`rolecall grid report DIR`).")
+app.add_typer(grid_app, name="grid")
+
+
+@grid_app.command("run")
+def grid_run(
+    grid_file: Path = typer.Argument(..., help="Grid file (docs/grid.md)."),
+    args: list[str] = typer.Argument(None, help="var=value (a var of the grid) or dotted.key=value (every cell)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Grid directory (default runs/<grid file name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the grid in --out: finished cells are skipped, "
+                                "unfinished ones resume from their last checkpoint, failed ones are tried again."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate every cell and open every input, print the "
+                                 "cells, run nothing."),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]",
+                                      help="Run each cell as a Ray task: `--ray` alone starts a local Ray instance; "
+                                           "an ADDRESS (auto, host:6379, ray://host:10001) joins a cluster."),
+    cell_cpus: float = typer.Option(1.0, "--cell-cpus", help="With --ray: CPUs each cell asks for (and its torch threads)."),
+    cell_gpus: Optional[float] = typer.Option(None, "--cell-gpus", help="With --ray: GPUs each cell asks for "
+                                              "(default: 1 when the cell's model.device is cuda, or auto on a cluster "
+                                              "with GPUs; else 0)."),
+) -> None:
+    """Run every cell of a grid file, plus a base-model evaluation and a single-agent RL control per setting.
+
+    Cells run one after another, or as Ray tasks with --ray; a failed cell is recorded and the grid goes on
+    (exit 1 at the end)."""
+    from rolecall.grid import layout
+    from rolecall.grid.plan import make_plan, preflight_inputs
+    from rolecall.grid.progress import GridProgress
+    from rolecall.grid.runner import run_grid
+    from rolecall.grid.spec import load_grid
+    from rolecall.train.stop import TrainingStopped
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = out or Path("runs") / grid_file.stem
+    with _as_user_errors():
+        plan = make_plan(load_grid(grid_file, args or []))
+        if not dry_run:
+            layout.prepare(out, resume)  # refuse a used directory before the inputs are opened
+    n = {kind: sum(c.kind == kind for c in plan.cells) for kind in ("run", "control", "base")}
+    counts = ", ".join(f"{n[kind]} {what}{'s' * (n[kind] != 1)}"
+                       for kind, what in (("run", "run"), ("control", "control"), ("base", "base evaluation")))
+    if dry_run:
+        for c in plan.cells:
+            sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
+    note = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    with _as_user_errors():
+        n_inputs = preflight_inputs(plan, note)
+    if dry_run:
+        console.print(f"dry run ok: {len(plan.cells)} cells ({counts}), {n_inputs} distinct inputs; "
+                      f"would write {out}", highlight=False, soft_wrap=True)
+        return
+    from rolecall.grid.cells import run_cell
+
+    view = GridProgress(console, out, len(plan.cells))
+    executor = None
+    if ray:
+        from rolecall.grid.ray_executor import RayExecutor
+
+        executor = RayExecutor(address=None if ray == "local" else ray, cpus_per_cell=cell_cpus,
+                               gpus_per_cell=cell_gpus, listener=view)
+    again = f"rolecall grid {grid_file} {' '.join(args or [])} --out {out} --resume".replace("  ", " ")
+    if ray:
+        again += " --ray" + ("" if ray == "local" else f" {ray}")
+    try:
+        with _as_user_errors(catch_interrupt=False), view:
+            results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view)
+    except TrainingStopped as e:
+        console.print(f"{e}\nContinue the grid with: {again}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(e.exit_code) from None
+    except KeyboardInterrupt:
+        console.print(f"stopped at once; finished cells are kept. Continue the grid with: {again}",
+                      highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(130) from None
+    console.print(view.table())
+    failed = [r for r in results if r.status == "failed"]
+    console.print(f"grid directory: {out} ({counts}; {len(failed)} failed). Report: rolecall grid report {out}",
+                  highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)
+
+
+@grid_app.command("report")
+def grid_report(
+    grid_dir: Path = typer.Argument(..., help="A grid directory written by `rolecall grid`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for the report files (default <grid dir>/report)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Page title."),
+) -> None:
+    """The paper's Table 1, Table 2 and Figs. 2, 3 and 5 over the grid: report.md, report.html and CSV files."""
+    from rolecall.grid.render import write_report
+
+    with _as_user_errors():
+        paths = write_report(grid_dir, out, title)
+    for p in paths:
+        console.print(f"wrote {p}", highlight=False, soft_wrap=True)
