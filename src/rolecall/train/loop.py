@@ -204,7 +204,7 @@ def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> l
 def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
              training: bool = False) -> list[Episode]:
     torch.manual_seed(seed)
-    # Generators outside this process's model (a vLLM engine, Ray actors) get the current
+    # Engines outside this process's model (a vLLM engine, Ray actors) get the current
     # adapters first, as a new version.
     for outside in (stack.engine, stack.actors):
         if hasattr(outside, "publish"):
