@@ -16,9 +16,9 @@ _LOGGERS = ("transformers", "peft", "accelerate", "torch", "bm25s")
 
 
 @contextlib.contextmanager
-def library_output_to(run_dir: Path) -> Iterator[Path]:
-    """Send library warnings and log records to `run_dir/library.log` while inside the block."""
-    path = Path(run_dir) / LOG_NAME
+def library_output_to(run_dir: Path, name: str = LOG_NAME) -> Iterator[Path]:
+    """Send library warnings and log records to `run_dir/<name>` (library.log) while inside the block."""
+    path = Path(run_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8", delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))

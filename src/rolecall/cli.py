@@ -129,6 +129,9 @@ def train(
         sys.stdout.write(dump_config(cfg))
         _preflight(cfg)
         return
+    if out is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        _fail("a data-parallel run (torchrun) needs --out DIR (or --resume DIR): every rank must name "
+              "the same run directory")
     out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not out.is_dir():
         _fail(f"--out {str(out)!r} is a file; a run directory is a directory")
@@ -164,9 +167,10 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
     from rolecall.train.stop import TrainingStopped
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    rank = int(os.environ.get("RANK", "0"))  # under torchrun only rank 0 speaks; the others log to files
     progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                        console=console, transient=False)
+                        console=console, transient=False, disable=rank > 0)
     task = progress.add_task("train", total=cfg.train.steps, info="loading")
 
     def on_event(kind: str, row: dict) -> None:
@@ -195,12 +199,14 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
         progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
 
     try:
-        chatter = contextlib.nullcontext() if verbose else library_output_to(out)
+        chatter = (contextlib.nullcontext() if verbose else
+                   library_output_to(out, "library.log" if rank == 0 else f"library-rank{rank}.log"))
         with _as_user_errors(catch_interrupt=False), progress, chatter:
             path = train_run(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
                              notify=notify).path
     except TrainingStopped as e:
-        console.print(str(e), highlight=False, soft_wrap=True, markup=False)
+        if rank == 0:
+            console.print(str(e), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(e.exit_code) from None
     except KeyboardInterrupt:  # a second signal: at once, mid-step; saves are atomic, so the last one holds
         from rolecall.train.checkpoint import latest_checkpoint
@@ -210,7 +216,8 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
         console.print(f"stopped at once; {kept}. Continue with: rolecall train --resume {out}",
                       highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
-    console.print(f"run directory: {path}")
+    if rank == 0:
+        console.print(f"run directory: {path}")
 
 
 @app.command("eval")

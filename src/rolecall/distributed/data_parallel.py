@@ -1,6 +1,9 @@
-"""Data-parallel updates over torch.distributed (gloo on CPU; NCCL on GPUs).
+"""Data-parallel training over torch.distributed (gloo on CPU; NCCL on GPUs).
 
-Every rank holds the same rows (the step's episodes) and the same adapters. In each
+Launched by `torchrun --nproc-per-node N -m rolecall train ...`, every rank holds the same
+adapters. Each rank plays a contiguous share of a step's problems (sampling is seeded per
+request, so the episodes are those one process would play) and scores them; the scored
+episodes are gathered, so every rank then holds the same rows. In each
 mini-batch a rank runs only its share of the micro-batches, in a fixed order, with the whole
 mini-batch's loss normaliser; the gradients are then summed across ranks before clipping and
 the optimizer step. The sum is the gradient one process computes over all the micro-batches,
@@ -9,7 +12,9 @@ up to floating-point summation order; tested).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -28,6 +33,57 @@ class DataParallel:
             return DataParallel(dist.get_rank(), dist.get_world_size())
         return None
 
+    @staticmethod
+    def from_env(device: str = "auto") -> "DataParallel | None":
+        """Join the process group a launcher (torchrun) describes in the environment (WORLD_SIZE,
+        RANK, MASTER_ADDR/PORT), once; None for a single process. NCCL when the run is on CUDA,
+        else gloo. On CUDA each rank takes the GPU of its LOCAL_RANK."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+            if cuda:
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            dist.init_process_group("nccl" if cuda else "gloo")
+        return DataParallel.current()
+
+    @property
+    def lead(self) -> bool:
+        """Rank 0 writes the run directory; the other ranks only compute."""
+        return self.rank == 0
+
+    def share(self, n: int) -> tuple[int, int]:
+        """This rank's contiguous slice [start, end) of n items (shares differ by at most one)."""
+        return round(self.rank * n / self.world), round((self.rank + 1) * n / self.world)
+
+    def gather(self, items: list) -> list:
+        """Every rank's list, concatenated in rank order, on every rank (pickled Python objects)."""
+        import torch.distributed as dist
+
+        parts: list[Any] = [None] * self.world
+        dist.all_gather_object(parts, items)
+        return [x for part in parts for x in part]
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    @staticmethod
+    def device() -> torch.device:
+        """Where collectives take their tensors: NCCL only moves CUDA tensors, gloo CPU ones."""
+        import torch.distributed as dist
+
+        if dist.get_backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def any_true(self, flag: bool) -> bool:
+        return not self.all_true(not flag)
+
     def owns(self, index: int) -> bool:
         """Whether micro-batch `index` (counted in the same order on every rank) is this rank's."""
         return index % self.world == self.rank
@@ -39,7 +95,7 @@ class DataParallel:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params]) if params else torch.zeros(0)
+        flat = torch.cat([p.grad.reshape(-1) for p in params]) if params else torch.zeros(0, device=self.device())
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         offset = 0
         for p in params:
@@ -50,13 +106,13 @@ class DataParallel:
     def sum_float(self, value: float) -> float:
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device())
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return float(t)
 
     def all_true(self, flag: bool) -> bool:
         import torch.distributed as dist
 
-        t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+        t = torch.tensor([1 if flag else 0], dtype=torch.int64, device=self.device())
         dist.all_reduce(t, op=dist.ReduceOp.MIN)
         return bool(t)

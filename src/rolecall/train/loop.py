@@ -5,8 +5,10 @@ steps with validation, checkpoints and a progress bar.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
+import signal
 import sys
 import time
 import warnings
@@ -41,7 +43,7 @@ from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir, hold
 from rolecall.train.stop import StopRequest, TrainingStopped
 from rolecall.train.sinks import build_sinks
-from rolecall.train.stages import advantages, checker, credit, score
+from rolecall.train.stages import advantages, checker, credit, score, status_shares
 from rolecall.train.optim import PolicyOptim, build_optimizers
 from rolecall.train.update import update_policies
 from rolecall.types import Episode, Problem
@@ -68,6 +70,7 @@ class Stack:
     verifier: Verifier
     bases: dict[str, Base] = field(default_factory=dict)  # every base model by path, the run's own first
     actors: object | None = None  # RayRollout when rollout.actors > 0
+    dp: DataParallel | None = None  # the process group of a data-parallel run (torchrun)
 
     def close(self) -> None:
         """Stop the verifier's processes and the rollout actors."""
@@ -148,7 +151,8 @@ def build_stack(cfg: Config) -> Stack:
         from rolecall.distributed.ray_rollout import RayRollout
 
         actors = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.actors, address=cfg.rollout.ray_address)
-    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, actors)
+    return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, actors,
+                 DataParallel.current())
 
 
 def vllm_engine(cfg: Config, routing: Routing, tok, bases: dict[str, Base]):
@@ -211,10 +215,30 @@ def _rollout(stack: Stack, problems: list[Problem], group: int, routes: dict[str
             outside.publish(stack.models_by_adapter())
     if stack.actors is not None:  # Ray actors: a share each
         return stack.actors.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
+    first = 0
+    if stack.dp is not None:  # this rank's share of the problems, numbered as in the whole step
+        first, end = stack.dp.share(len(problems))
+        problems = problems[first:end]
+    # Data-parallel ranks always seed each request: the shares then play the episodes one process would.
+    seeded = stack.cfg.rollout.request_seeds or stack.dp is not None
     return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
                    stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
-                   check=checker(stack.verifier), training=training,
-                   seed=seed if stack.cfg.rollout.request_seeds else None)
+                   check=checker(stack.verifier), training=training, seed=seed if seeded else None,
+                   first_group=first)
+
+
+def play(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
+         training: bool = False) -> tuple[list[Episode], dict[str, float]]:
+    """Roll out and score: the episodes (every one of the step's, in order) and the verdict shares.
+
+    On a data-parallel run each rank scores its own share before the shares are gathered, so
+    every episode is graded once and every rank holds the same rewards."""
+    episodes = _rollout(stack, problems, group, routes, seed, training)
+    statuses = score(episodes, stack.verifier)
+    if stack.dp is not None:
+        episodes = stack.dp.gather(episodes)
+        statuses = status_shares(episodes)
+    return episodes, statuses
 
 
 def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
@@ -228,8 +252,7 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
     Same sampling seed every time, so two validations differ only by the weights.
     """
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
-    eps = _rollout(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
-    score(eps, stack.verifier)
+    eps, _ = play(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
     m = {f"val/{k}": v for k, v in {**rollout_metrics(eps, role_diagnostics=stack.workflow.role_diagnostics),
                                     **stack.workflow.metrics(eps)}.items()
          if not k.startswith("role/")}
@@ -241,11 +264,11 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     cfg = stack.cfg
     t0 = time.time()
     problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, cfg.train.seed, step)
-    episodes = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes,
-                        seed=cfg.train.seed * 1_000_003 + step, training=True)
+    episodes, statuses = play(stack, problems, cfg.rollout.group_size, stack.routing.routes,
+                              seed=cfg.train.seed * 1_000_003 + step, training=True)
     t_roll = time.time()
     row: dict = {"step": step}
-    row.update(score(episodes, stack.verifier))
+    row.update(statuses)
     row.update(credit(episodes, stack.workflow))
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by,
                                            cfg.algo.estimator_options)
@@ -262,7 +285,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     else:
         rng = random.Random(cfg.train.seed * 31 + step)
         updated = {}
-        dp = DataParallel.current()  # a process group: each rank updates on its share of the micro-batches
+        dp = stack.dp  # a process group: each rank updates on its share of the micro-batches
         for base in stack.bases.values():  # each base model trains its own policies' adapters
             rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in base.trainable}
             if not rows_by_policy:
@@ -298,20 +321,61 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False, 
     refused (`ResumeRefused`) unless `force`; a resume past a damaged checkpoint is refused
     (`CheckpointDamaged`) unless `skip_damaged`, which moves it aside first.
     """
-    run = RunDir(out)
-    if resume and not (run.path / "config.yaml").is_file():
-        raise RunDirMissing(f"--resume {str(run.path)!r}: no config.yaml there (not a run directory)")
-    notify = notify or (lambda text: print(text, file=sys.stderr))
-    with hold(run.path), StopRequest(notify) as stop:
-        if cfg.metapolicy is not None:  # a deliberation meta-policy: its own stages, agents frozen
-            from rolecall.train.deliberate import train_metapolicy
+    import torch.distributed as dist
 
-            try:
-                train_metapolicy(cfg, run, resume, force, on_event, notify, stop)
-            finally:
-                _summarize(run, notify)
-            return run.path
-        return _train(cfg, run, resume, force, skip_damaged, on_event, stop_after, notify, stop)
+    joined = dist.is_available() and not dist.is_initialized()
+    dp = DataParallel.from_env(cfg.model.device)  # launched by torchrun: join its process group
+    joined = joined and dp is not None
+    try:
+        if dp is not None:
+            if cfg.metapolicy is not None or cfg.rollout.actors:
+                raise UserError("a data-parallel run (torchrun) trains LLM adapters in-process: it takes no "
+                                f"{'metapolicy: section' if cfg.metapolicy is not None else 'rollout.actors'}")
+            out = Path(dp.broadcast(str(out)))  # rank 0's directory (a default name carries the time)
+        lead = dp is None or dp.lead
+        run = RunDir(out)
+        if resume and not (run.path / "config.yaml").is_file():
+            raise RunDirMissing(f"--resume {str(run.path)!r}: no config.yaml there (not a run directory)")
+        if lead:
+            notify = notify or (lambda text: print(text, file=sys.stderr))
+        else:  # the other ranks compute; rank 0 speaks and writes
+            notify, on_event = (lambda text: None), None
+        with (hold(run.path) if lead else contextlib.nullcontext()), StopRequest(notify) as stop:
+            if cfg.metapolicy is not None:  # a deliberation meta-policy: its own stages, agents frozen
+                from rolecall.train.deliberate import train_metapolicy
+
+                try:
+                    train_metapolicy(cfg, run, resume, force, on_event, notify, stop)
+                finally:
+                    _summarize(run, notify)
+                return run.path
+            return _train(cfg, run, resume, force, skip_damaged, on_event, stop_after, notify, stop, dp)
+    finally:
+        if joined:
+            dist.destroy_process_group()
+
+
+class PeerFailed(UserError, RuntimeError):
+    """Another rank of a data-parallel run failed; the message is its error."""
+
+
+def _on_lead(dp: DataParallel | None, work: Callable[[], object]) -> object:
+    """`work()` on rank 0 only; its result, or its error, on every rank (so no rank waits forever
+    in a collective for a rank that has failed)."""
+    if dp is None:
+        return work()
+    failed, result = None, None
+    if dp.lead:
+        try:
+            result = work()
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after the others are told
+            failed = e
+    told = dp.broadcast(("error", f"{type(failed).__name__}: {failed}") if failed is not None else ("ok", result))
+    if failed is not None:
+        raise failed
+    if told[0] == "error":
+        raise PeerFailed(f"rank 0 failed: {told[1]}")
+    return told[1]
 
 
 class RunDirMissing(UserError, FileNotFoundError):
@@ -320,17 +384,23 @@ class RunDirMissing(UserError, FileNotFoundError):
 
 def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bool,
            on_event: Callable[[str, dict], None] | None, stop_after: int | None,
-           notify: Callable[[str], None], stop: StopRequest) -> Path:
+           notify: Callable[[str], None], stop: StopRequest, dp: DataParallel | None = None) -> Path:
+    """The RL loop. On a data-parallel run every rank runs it in step; only rank 0 (`lead`)
+    writes the run directory and the sinks, and rank 0 decides where a resume starts."""
     t_start = time.time()
     sinks: list = []
     monitor: AlarmMonitor | None = None
+    lead = dp is None or dp.lead
 
     def validation(step: int) -> None:
         m, eps = validate_episodes(stack)
         emit("val", {"step": step, **m})
-        run.log_samples(step, eps, cfg.train.val_samples, validation=True)
+        if lead:
+            run.log_samples(step, eps, cfg.train.val_samples, validation=True)
 
     def emit(kind: str, row: dict) -> None:
+        if not lead:
+            return
         row["time/elapsed_s"] = round(time.time() - t_start, 2)  # wall clock of this process, for curves
         run.log(row)
         for sink in sinks:
@@ -341,27 +411,36 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             for event in monitor.observe(row):
                 emit("alarm", event)
 
-    def save(step: int) -> Path:
+    def save(step: int) -> Path | None:
+        if not lead:
+            return None
         return save_checkpoint(run.path, step, stack.models_by_adapter(), stack.optims, stack.routing.adapters,
                                cfg.train.keep_last)
+
+    def stopping() -> bool:  # every rank stops at the same step when any of them is asked to
+        return dp.any_true(stop.requested) if dp is not None else stop.requested
 
     def val_due(step: int) -> bool:
         return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
-    point, logged = None, 0
-    if resume:  # damaged checkpoints and logs are evidence: refuse before anything loads or changes
+    def check_run_dir() -> tuple:
+        """Rank 0, before anything loads: refuse a damaged run or start a new one."""
+        if not resume:
+            run.create(cfg)
+            return None, 0
+        # damaged checkpoints and logs are evidence: refuse before anything loads or changes
         logged = max((r["step"] for r in run.check_logs()), default=0)
         point = resume_point(run.path)
         if point.damaged_newer and not skip_damaged:
             raise CheckpointDamaged(point.refusal(run.path))
         for p, why in point.damaged_older:
             notify(f"note: older checkpoint {p.name} is damaged ({why}); left where it is")
-    else:
-        run.create(cfg)
-    stack = build_stack(cfg)
-    try:
+        return point, logged
+
+    def resume_from(point, logged: int) -> tuple[Path | None, int, bool]:
+        """Rank 0: load the checkpoint and make the run directory match it; (checkpoint, step,
+        whether the step's validation is still to run)."""
         start = 0
-        fingerprint = run_fingerprint(cfg, stack)
         if point is not None:
             if point.checkpoint is not None:  # refuse before anything in the run directory changes
                 for diff in check_resume(checkpoint_fingerprint(point.checkpoint), fingerprint, force=force):
@@ -381,24 +460,38 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             notify(f"the run is already at step {start} of train.steps={cfg.train.steps}: nothing to train "
                    "(pass --steps N to go further)")
         run.write_fingerprint(fingerprint)  # every checkpoint of this run embeds it
-        # Built once the resume point is known: TensorBoard hides what a crashed process logged
-        # past it, W&B continues the same run id.
-        sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project, mode=cfg.train.wandb_mode,
-                            config=cfg.model_dump(mode="json"), resume_step=start if resume else None)
         kept = run.rows()  # after truncation: what the run keeps
-        if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # the monitor replays exactly that
-            monitor = build_monitor(cfg, stack.routing)
-            monitor.restore(kept)
-        if val_due(start) and not any(r["step"] == start and "val/accuracy" in r for r in kept):
+        validate_first = val_due(start) and not any(r["step"] == start and "val/accuracy" in r for r in kept)
+        return (point.checkpoint if point is not None else None), start, validate_first
+
+    point, logged = _on_lead(dp, check_run_dir)
+    stack = build_stack(cfg)
+    try:
+        fingerprint = run_fingerprint(cfg, stack)
+        ckpt, start, validate_first = _on_lead(dp, lambda: resume_from(point, logged))
+        if not lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
+            load_checkpoint(ckpt, stack.models_by_adapter(), stack.optims, stack.routing.adapters)
+        if lead:
+            # Built once the resume point is known: TensorBoard hides what a crashed process logged
+            # past it, W&B continues the same run id.
+            sinks = build_sinks(cfg.train.sinks, run.path, project=cfg.train.wandb_project,
+                                mode=cfg.train.wandb_mode, config=cfg.model_dump(mode="json"),
+                                resume_step=start if resume else None)
+            if cfg.alarms.enabled and cfg.train.diagnostics == "full":  # the monitor replays what the run keeps
+                monitor = build_monitor(cfg, stack.routing)
+                monitor.restore(run.rows())
+        if validate_first:
             validation(start)  # also the one a stop on a signal skipped
         skipped, nonfinite = 0, NonFiniteStreak(cfg.train.max_nonfinite_steps)
-        saved_at = start
+        saved_at, requested = start, False
         for step in range(start + 1, cfg.train.steps + 1):
-            if stop.requested:
+            requested = stopping()
+            if requested:
                 break
             row, episodes = train_step(stack, step)
             emit("step", row)
-            run.log_samples(step, episodes, cfg.train.samples_per_step)
+            if lead:
+                run.log_samples(step, episodes, cfg.train.samples_per_step)
             skipped = skipped + 1 if row.get("skipped/unscorable") else 0
             halt: RuntimeError | None = nonfinite.observe(step, row)  # the more specific cause first
             if halt is None and skipped >= cfg.reward.max_skipped_steps:
@@ -412,23 +505,27 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
                 # Skipped and non-finite updates changed no weight: the saved state is sound.
                 save(step)
                 raise halt
-            if val_due(step) and not stop.requested:  # a stop skips it; the resume runs it
+            requested = stopping()
+            if val_due(step) and not requested:  # a stop skips it; the resume runs it
                 validation(step)
-            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or stop.requested:
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested:
                 save(step)
                 saved_at = step
             if stop_after is not None and step >= stop_after:
                 break
-        if stop.requested and saved_at < cfg.train.steps:
+        if requested and saved_at < cfg.train.steps:
+            # a rank that was not signalled itself stops with the others, as on SIGTERM
+            signum = stop.signum or signal.SIGTERM
             ckpt = f"checkpoint step_{saved_at} is saved" if saved_at else "no step was trained, nothing to save"
-            raise TrainingStopped(f"stopped by {stop.name} after step {saved_at}: {ckpt}. "
-                                  f"Continue with: rolecall train --resume {run.path}", stop.signum, saved_at,
+            raise TrainingStopped(f"stopped by {signal.Signals(signum).name} after step {saved_at}: {ckpt}. "
+                                  f"Continue with: rolecall train --resume {run.path}", signum, saved_at,
                                   run.path / "checkpoints" / f"step_{saved_at}" if saved_at else None)
     finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes
         for sink in sinks:
             sink.close()
         stack.close()
-        _summarize(run, notify)
+        if lead:
+            _summarize(run, notify)
     return run.path
 
 

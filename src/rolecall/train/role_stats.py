@@ -31,6 +31,27 @@ class RoleStats:
         for k, v in vals.items():
             self.s[role][k] += v
 
+    # Added alike on every rank after the gradients are summed (see `add_grad_shares`).
+    _SAME_ON_EVERY_RANK = frozenset({"grad_norm", "grad_share", "opt_steps"})
+
+    def sums(self) -> tuple[dict, dict]:
+        """The raw sums, as plain dicts (to send to other processes)."""
+        return ({k: dict(v) for k, v in self.s.items()}, {k: dict(v) for k, v in self.mb.items()})
+
+    def combine(self, parts: list[tuple[dict, dict]]) -> None:
+        """Replace the sums by the total over `parts` (every data-parallel rank's `sums()`, this
+        one's included), so the metrics describe the whole batch and not one rank's micro-batches."""
+        self.s.clear()
+        self.mb.clear()
+        for i, (s, mb) in enumerate(parts):
+            for role, vals in s.items():
+                for k, v in vals.items():
+                    if i == 0 or k not in self._SAME_ON_EVERY_RANK:
+                        self.s[role][k] += v
+            for key, vals in mb.items():
+                for k, v in vals.items():
+                    self.mb[key][k] += v
+
     def result(self) -> dict[str, dict[str, float]]:
         out = {}
         for role, s in self.s.items():

@@ -36,7 +36,6 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
                                        episodes=episodes)
     else:
         finals_s = [graded[(ep.problem.uid, ep.final_answer)] for ep in episodes]
-    status: dict[str, int] = defaultdict(int)
     for ep, s in zip(episodes, finals_s, strict=True):
         ep.reward, ep.info["status"] = s.value, s.status
         if _nonfinite(s.value):
@@ -47,6 +46,13 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
                     for name, texts in ep.info.get("graded", {}).items()}
         if rewards:
             ep.info["graded_rewards"] = rewards
+    return status_shares(episodes)
+
+
+def status_shares(episodes: list[Episode]) -> dict[str, float]:
+    """`reward/status_<verdict>`: the share of scored episodes with each verdict."""
+    status: dict[str, int] = defaultdict(int)
+    for ep in episodes:
         status[ep.info["status"]] += 1
     n = max(1, len(episodes))
     return {f"reward/status_{k}": v / n for k, v in status.items()}

@@ -116,7 +116,8 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
 
     `dp` (data parallel, see `rolecall.distributed.data_parallel`): this rank runs its share of
     each mini-batch's micro-batches and the gradients are summed across ranks before each
-    step. The per-role metrics then describe this rank's micro-batches, and grad shares are off.
+    step. The per-role metrics are summed over the ranks, so they describe the whole batch;
+    grad shares are off.
     """
     rows_by_policy = {p: [r if r.policy == p else replace(r, policy=p) for r in rows]
                       for p, rows in rows_by_policy.items() if rows}
@@ -182,6 +183,8 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
                            {p: progress[0] + (progress[1] - progress[0]) * done[p] / n_minis[p] for p in mini}, dp)
                 for p in mini:
                     done[p] += 1
+    if dp is not None:  # every rank's micro-batches, not only this one's
+        stats.combine(dp.gather([stats.sums()]))
     return _metrics(group, rows_by_policy, optims, stats, tally, n_minis)
 
 
