@@ -18,7 +18,8 @@ shared mode, so switching policy is an attribute write. Modes:
 
   Two matmuls and a multiply per layer whatever the mix; the price is n x the LoRA FLOPs,
   small next to the base layer while n·r << hidden size. `rows` (by policy name) and
-  `mixed(frozen=True)` read the weights once at entry (generation); plain `mixed` reads
+  `mixed(frozen=True)` read each layer's weights once per block, at its first forward
+  (generation; inside the forward, so FSDP-sharded weights are gathered); plain `mixed` reads
   them once per forward pass, so gradients reach every adapter from its own rows only
   (training several policies in one forward and backward).
 
@@ -47,7 +48,7 @@ class _Mode:
     adapter: str = ""  # single
     adapters: tuple[str, ...] = ()  # rows: block k of the concatenation is adapters[k]
     block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
-    frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # A_cat, B_cat per layer, read once
+    frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # A_cat, B_cat per layer, read once a block
     weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # else: this pass's read
     masks: dict[tuple, torch.Tensor] = field(default_factory=dict)  # per (rank, scaling) layout, for block_B
     layer_masks: dict[int, torch.Tensor] = field(default_factory=dict)  # the same, looked up per layer
@@ -153,7 +154,7 @@ class LoraRouter:
         before each model call with every row's index into `policies` (-1: the bare base; the
         batch size may change between calls).
 
-        `frozen` reads the adapter weights once, here (generation). Otherwise `new_pass`
+        `frozen` reads the adapter weights once per block (generation). Otherwise `new_pass`
         re-reads them: set it on the first call of each forward pass (a backward frees the
         graph the previous read belongs to, and an optimizer step changes the weights);
         calls within one pass share one read.
@@ -162,9 +163,8 @@ class LoraRouter:
         if BASE_POLICY in adapters:
             raise ValueError("mixed(): the bare base is not an adapter; route its rows with index -1")
         mode = _Mode("rows", adapters=adapters)
-        if frozen:
-            with torch.no_grad():
-                mode.frozen = {id(layer): _cat(layer, adapters) for layer in self.layers} if adapters else {}
+        if frozen:  # read per layer at its first forward in the block, where FSDP has gathered its shards
+            mode.frozen = {}
 
         def set_rows(index_B: torch.Tensor, new_pass: bool = True) -> None:
             mode.block_B, mode.masks, mode.layer_masks = index_B, {}, {}
@@ -211,7 +211,7 @@ class LoraRouter:
             if x.shape[0] != mode.block_B.shape[0]:
                 raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
             if mode.frozen is not None:
-                A_cat, B_cat = mode.frozen[id(layer)]
+                A_cat, B_cat = mode.frozen.get(id(layer)) or mode.frozen.setdefault(id(layer), _cat_frozen(layer, mode.adapters))
             else:
                 A_cat, B_cat = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
             mask = mode.layer_masks.get(id(layer))
@@ -239,6 +239,12 @@ def _cat(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """A_cat [n·r, in] and B_cat [out, n·r] (the scalings are in the row mask)."""
     return (torch.cat([layer.lora_A[a].weight for a in adapters], 0),
             torch.cat([layer.lora_B[a].weight for a in adapters], 1))
+
+
+@torch.no_grad()
+def _cat_frozen(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_cat` outside autograd, for a block that only generates (a copy: FSDP may free the gathered weights)."""
+    return _cat(layer, adapters)
 
 
 def _mask(mode: _Mode, layer) -> torch.Tensor:
