@@ -135,6 +135,8 @@ class RolloutCfg(_Strict):
     actors: int = Field(0, ge=0, description="Rollout actors on Ray (0 = in-process): each holds the base models and "
                                              "an engine and plays a share of each step's problems, seeded per request.")
     ray_address: str | None = Field(None, description="A Ray cluster to run the rollout actors on (default: a local instance).")
+    actor_gpus: float = Field(0, ge=0, description="GPUs Ray reserves for each rollout actor (0: none, CPU actors). "
+                                                   "1 gives each actor a device of its own on a GPU cluster.")
     request_seeds: bool = Field(False, description="Give every model call its own sampling seed (from train.seed, step, "
                                                    "problem, sample, turn): episodes then do not depend on how calls are "
                                                    "batched or split over workers. Off: torch's global generator.")

@@ -3,10 +3,11 @@
 Launched by `torchrun --nproc-per-node N -m rolecall train ...`, every rank holds the same
 adapters. Each rank plays a contiguous share of a step's problems (sampling is seeded per
 request, so the episodes are those one process would play) and scores them; the scored
-episodes are gathered, so every rank then holds the same rows. In each
-mini-batch a rank runs only its share of the micro-batches, in a fixed order, with the whole
-mini-batch's loss normaliser; the gradients are then summed across ranks before clipping and
-the optimizer step. The sum is the gradient one process computes over all the micro-batches,
+episodes are gathered, so every rank then holds the same rows. In each mini-batch a rank runs
+only its share of the rows (contiguous in prompt order), with the whole mini-batch's loss
+normaliser; the gradients are then summed across ranks before clipping and the optimizer step.
+The no-grad passes (π_old, the base model's log-probs) are shared out the same way and their
+results gathered. The sum is the gradient one process computes over all the rows,
 so every rank takes the same step and the adapters stay identical (equal to a single process
 up to floating-point summation order; tested).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -64,6 +65,20 @@ class DataParallel:
         dist.all_gather_object(parts, items)
         return [x for part in parts for x in part]
 
+    def per_row(self, rows: list, compute: Callable[[list], dict[int, torch.Tensor]],
+                device: torch.device) -> dict[int, torch.Tensor]:
+        """`compute(rows) -> {id(row): tensor}` (a no-grad pass: π_old, the base model's
+        log-probs) over this rank's contiguous share of `rows` only, then every rank's results
+        gathered, so each rank holds a tensor for every row while doing 1/world of the work."""
+        start, end = self.share(len(rows))
+        pos = {id(r): i for i, r in enumerate(rows)}
+        mine = {pos[k]: v.detach().cpu() for k, v in compute(rows[start:end]).items()}  # pickled: on the CPU
+        out: dict[int, torch.Tensor] = {}
+        for part in self.gather([mine]):  # one dict per rank
+            for i, v in part.items():
+                out[id(rows[i])] = v.to(device)
+        return out
+
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""
         import torch.distributed as dist
@@ -83,10 +98,6 @@ class DataParallel:
 
     def any_true(self, flag: bool) -> bool:
         return not self.all_true(not flag)
-
-    def owns(self, index: int) -> bool:
-        """Whether micro-batch `index` (counted in the same order on every rank) is this rank's."""
-        return index % self.world == self.rank
 
     def sum_grads(self, params: list[torch.nn.Parameter]) -> None:
         """Sum each parameter's gradient across ranks (a rank that produced none contributes zeros)."""

@@ -94,6 +94,7 @@ class RayRollout:
     address: str | None = None
     retries: int = 2
     temp_dir: str | None = None
+    gpus: float = 0  # per actor; Ray then sets CUDA_VISIBLE_DEVICES, so model.device=auto finds its own
 
     def __post_init__(self) -> None:
         try:
@@ -126,7 +127,8 @@ class RayRollout:
                         if handler is not None:
                             signal.signal(sig, handler)
             self.started_ray = True
-        self._actor_cls = ray.remote(num_cpus=0)(_Worker)  # CPU is shared with the trainer; threads are set below
+        # CPU is shared with the trainer (threads are set below); GPUs, when asked for, are the actor's own
+        self._actor_cls = ray.remote(num_cpus=0, num_gpus=self.gpus)(_Worker)
         self.threads = max(1, (os.cpu_count() or 1) // self.n)
         self.actors = [self._start() for _ in range(self.n)]
         self.version, self.states_ref = -1, None

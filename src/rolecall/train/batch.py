@@ -46,6 +46,19 @@ def _prompt(r: Row) -> tuple[str, tuple[int, ...]]:
     return r.policy, tuple(r.ids[: r.n_prompt])
 
 
+def _prompt_order(rows: list[Row]) -> list[tuple[tuple, Row]]:
+    """(prompt key, row) by prompt length, prompt, then completion length: the samples of one
+    prompt side by side."""
+    return sorted(((_prompt(r), r) for r in rows), key=lambda kr: (len(kr[0][1]), kr[0], kr[1].n_completion))
+
+
+def share_of_rows(rows: list[Row], part: int, parts: int) -> list[Row]:
+    """Contiguous share `part` of `parts` of the rows in prompt order (a data-parallel rank's):
+    the samples of a prompt stay together except where a cut falls."""
+    ordered = [r for _, r in _prompt_order(rows)]
+    return ordered[round(part * len(ordered) / parts): round((part + 1) * len(ordered) / parts)]
+
+
 def padded_cost(rows: list[Row]) -> int:
     """Tokens a micro-batch of these rows runs through the model: each distinct prompt once
     (left-padded to the longest), every completion once (right-padded to the longest)."""
@@ -69,7 +82,7 @@ def micro_batches(rows: list[Row], max_tokens: int) -> list[list[Row]]:
     cur: list[Row] = []
     n_prompts = longest_completion = 0
     prev: tuple | None = None
-    for key, r in sorted(((_prompt(r), r) for r in rows), key=lambda kr: (len(kr[0][1]), kr[0], kr[1].n_completion)):
+    for key, r in _prompt_order(rows):
         new = key != prev
         cost = (n_prompts + new) * len(key[1]) + (len(cur) + 1) * max(longest_completion, r.n_completion)
         if cur and cost > max_tokens:

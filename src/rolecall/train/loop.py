@@ -150,7 +150,8 @@ def build_stack(cfg: Config) -> Stack:
     if cfg.rollout.actors:
         from rolecall.distributed.ray_rollout import RayRollout
 
-        actors = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.actors, address=cfg.rollout.ray_address)
+        actors = RayRollout(cfg.model_dump(mode="json"), cfg.rollout.actors, address=cfg.rollout.ray_address,
+                            gpus=cfg.rollout.actor_gpus)
     return Stack(cfg, workflow, routing, main.model, tok, engine, optims, train_P, val_P, verifier, bases, actors,
                  DataParallel.current())
 
@@ -285,7 +286,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     else:
         rng = random.Random(cfg.train.seed * 31 + step)
         updated = {}
-        dp = stack.dp  # a process group: each rank updates on its share of the micro-batches
+        dp = stack.dp  # a process group: each rank updates on its share of the rows
         for base in stack.bases.values():  # each base model trains its own policies' adapters
             rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in base.trainable}
             if not rows_by_policy:

@@ -34,7 +34,7 @@ from rolecall.distributed.data_parallel import DataParallel
 from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_per_token, token_logprobs_and_entropy
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
-from rolecall.train.batch import Row, collate, micro_batches
+from rolecall.train.batch import Row, collate, micro_batches, share_of_rows
 from rolecall.train.forward import completion_logits
 from rolecall.train.optim import PolicyOptim, build_optimizers  # noqa: F401  (re-exported for callers)
 from rolecall.train.reference import base_logps, padded_rows
@@ -115,8 +115,8 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     one role reports share 1 and the adapter's pre-clip norm.
 
     `dp` (data parallel, see `rolecall.distributed.data_parallel`): this rank runs its share of
-    each mini-batch's micro-batches and the gradients are summed across ranks before each
-    step. The per-role metrics are summed over the ranks, so they describe the whole batch;
+    each mini-batch's rows (and of the no-grad passes) and the gradients are summed across
+    ranks before each step. The per-role metrics are summed over the ranks, so they describe the whole batch;
     grad shares are off.
     """
     rows_by_policy = {p: [r if r.policy == p else replace(r, policy=p) for r in rows]
@@ -133,7 +133,10 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
         wanted = [r for r in all_rows if id(r) in sample]
     else:
         wanted = []
-    ref_by_row = base_logps(model, wanted, pad_id, temperature, algo.micro_batch_tokens) if wanted else {}
+    ref_by_row = {}
+    if wanted:
+        ref_of = lambda rows: base_logps(model, rows, pad_id, temperature, algo.micro_batch_tokens)  # noqa: E731
+        ref_by_row = dp.per_row(wanted, ref_of, model.device) if dp is not None else ref_of(wanted)
     router = router_for(model)
     groups = [policies] if len(policies) > 1 and router.plain(policies) else [[p] for p in policies]
     out: dict[str, tuple[dict, dict]] = {}
@@ -167,13 +170,19 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
         # π_old for every row not trained on-policy (the first mini-batch of the first epoch is).
         first = {id(r) for p in group for r in plans[0][p][0]} if algo.ppo_epochs == 1 else set()
         stale = [r for p in group for r in rows_by_policy[p] if id(r) not in first]
-        old_by_row: dict[int, torch.Tensor] = {}
-        if stale:
+
+        def old_logps(rows: list[Row]) -> dict[int, torch.Tensor]:
+            out = {}
             with torch.no_grad():
-                for mb in micro_batches(stale, algo.micro_batch_tokens):
+                for mb in micro_batches(rows, algo.micro_batch_tokens):
                     _, lp, _ = forward(mb)
                     for r, x in zip(mb, lp):
-                        old_by_row[id(r)] = x[: r.n_completion]
+                        out[id(r)] = x[: r.n_completion]
+            return out
+
+        old_by_row: dict[int, torch.Tensor] = {}
+        if stale:  # data parallel: each rank computes a share, every rank gets all
+            old_by_row = dp.per_row(stale, old_logps, model.device) if dp is not None else old_logps(stale)
         done = {p: 0 for p in group}  # mini-batches taken so far, for the schedule's progress
         for plan in plans:
             for i_mini in range(max(len(plan[p]) for p in group)):
@@ -202,13 +211,11 @@ def _minibatch(model, forward, mini: dict[str, list[Row]], group: list[str], opt
     before: dict[str, torch.Tensor | None] = {p: None for p in mini}
     for p in mini:
         optims[p].optimizer.zero_grad(set_to_none=True)
-    count = 0  # micro-batches in the same order on every rank: `dp` deals them out
     for j in range(max(map(len, roles.values()))):  # j-th role of every policy in one pass
         rows_j = [r for p, rows in mini.items() if j < len(roles[p]) for r in rows if r.role == roles[p][j]]
+        if dp is not None:  # this rank's share of the rows (a mini-batch is often one micro-batch)
+            rows_j = share_of_rows(rows_j, dp.rank, dp.world)
         for mb in micro_batches(rows_j, algo.micro_batch_tokens):
-            count += 1
-            if dp is not None and not dp.owns(count - 1):
-                continue
             b, logp, ent = forward(mb)
             old = logp.detach().clone()
             for i, r in enumerate(mb):  # rows past the first mini-batch are scored against π_old
