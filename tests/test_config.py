@@ -159,3 +159,9 @@ def test_config_is_validated_on_assignment():
     cfg = load_config(None, [])
     with pytest.raises(ValueError):
         cfg.rollout.group_size = 0
+
+
+def test_ray_actors_with_the_vllm_engine_are_refused():
+    # The actors generate with the HF engine: a vLLM engine in the trainer would be built and never used.
+    with pytest.raises(ConfigError, match=r"rollout\.engine=vllm with rollout\.actors"):
+        load_config(None, ["rollout.actors=2", "rollout.engine=vllm"])

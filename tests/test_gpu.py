@@ -41,3 +41,22 @@ def test_a_run_trains_checkpoints_and_resumes_on_the_gpu(tiny_model_dir, tmp_pat
     run = rolecall.train_run(cfg, tmp_path / "r", notify=lambda text: None)
     more = rolecall.train_run(None, run.path, steps=3, resume=True, notify=lambda text: None)
     assert [r["step"] for r in more.metrics if "reward/mean" in r] == [1, 2, 3]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices (torchrun over NCCL)")
+def test_torchrun_over_nccl_trains_like_one_gpu(tiny_model_dir, tmp_path):
+    """The CPU test of torchrun (tests/test_torchrun.py) on 2 GPUs: NCCL, one device per rank."""
+    import yaml
+
+    from test_torchrun import VARIED_REWARD, _adapters, _config, _rows, _train
+
+    (tmp_path / "varied_reward.py").write_text(VARIED_REWARD)
+    cfg = _config(tiny_model_dir)
+    cfg["model"].update(device="cuda", dtype="float32")  # fp32: the comparison is about the sums, not rounding
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    _train(tmp_path, ["cfg.yaml", "--out", "one"], ranks=1)
+    _train(tmp_path, ["cfg.yaml", "--out", "two"], ranks=2)
+    assert [r.get("reward/mean") for r in _rows(tmp_path / "one")] == [r.get("reward/mean") for r in _rows(tmp_path / "two")]
+    w1, w2 = _adapters(tmp_path / "one", 3), _adapters(tmp_path / "two", 3)
+    for k in w1:
+        assert torch.allclose(w1[k], w2[k], rtol=0, atol=5e-4), k

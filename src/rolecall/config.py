@@ -335,6 +335,9 @@ class Config(_Strict):
                 raise ValueError(f"{field}: {unknown} are not roles of {wf.name!r} {list(wf.roles)}")
         self._check_batch_sizes()
         self._check_metapolicy(routing)
+        if self.rollout.actors and self.rollout.engine == "vllm":
+            raise ValueError("rollout.engine=vllm with rollout.actors: Ray rollout actors generate with the in-process "
+                             "HF engine (vLLM inside actors is not built); set rollout.engine=hf or rollout.actors=0")
         return self
 
     def _check_metapolicy(self, routing) -> None:

@@ -43,8 +43,8 @@ class DataParallel:
 
         if not dist.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-            if cuda:
-                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            if cuda:  # a launcher that hides the other GPUs (CUDA_VISIBLE_DEVICES per rank) leaves one
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % max(1, torch.cuda.device_count()))
             dist.init_process_group("nccl" if cuda else "gloo")
         return DataParallel.current()
 
