@@ -233,7 +233,8 @@ class TrainCfg(_Strict):
     checkpoint_every: PositiveInt = Field(10, description="Checkpoint every N steps (and at the end).")
     keep_last: PositiveInt = Field(3, description="Checkpoints kept.")
     seed: int = Field(0, description="Seed of problem order and sampling.")
-    threads: int = Field(0, ge=0, description="torch threads; 0 = all cores.")
+    threads: int = Field(0, ge=0, description="torch threads; 0 = a fair share of the cores: all of them for a run "
+                                              "alone, split evenly among the rolecall training runs on the machine.")
     samples_per_step: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
     val_samples: int = Field(8, ge=0, description="Validation episodes (the same problems each time) written to val_samples.jsonl, for `rolecall inspect`.")
     sinks: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list, description="Extra metric sinks beside metrics.jsonl.")

@@ -38,6 +38,7 @@ from rolecall.train.bases import Base, adapter_models, build_bases, mark_trainab
 from rolecall.train.checkpoint import (CheckpointDamaged, checkpoint_fingerprint, discard_partial, load_checkpoint,
                                       resume_point, save_checkpoint, set_aside)
 from rolecall.train.compat import check_resume, run_fingerprint
+from rolecall.train.cpu_share import cpu_share_or_none
 from rolecall.train.guards import NonFiniteStreak, nonfinite_counts
 from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir, hold
@@ -394,6 +395,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
     lead = dp is None or dp.lead
 
     def validation(step: int) -> None:
+        if share is not None:
+            share.apply()
         m, eps = validate_episodes(stack)
         emit("val", {"step": step, **m})
         if lead:
@@ -467,6 +470,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
 
     point, logged = _on_lead(dp, check_run_dir)
     stack = build_stack(cfg)
+    # train.threads 0: a fair share of the cores among the training runs on this machine
+    share = cpu_share_or_none(cfg.train.threads)
     try:
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validate_first = _on_lead(dp, lambda: resume_from(point, logged))
@@ -489,7 +494,11 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             requested = stopping()
             if requested:
                 break
+            if share is not None:
+                row_threads = share.apply()  # another run may have started or ended
             row, episodes = train_step(stack, step)
+            if share is not None:
+                row["time/threads"] = row_threads
             emit("step", row)
             if lead:
                 run.log_samples(step, episodes, cfg.train.samples_per_step)
@@ -525,6 +534,8 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
         for sink in sinks:
             sink.close()
         stack.close()
+        if share is not None:
+            share.close()
         if lead:
             _summarize(run, notify)
     return run.path
