@@ -206,8 +206,16 @@ def main() -> None:
     from benchmarks import comlrl_compare, scaling, trl_compare
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE / "results" / f"{date.today()}.json")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--size", choices=("embedded", "compute"), default="embedded",
+                    help="embedded: the figures below on the 1.6 M-parameter embedded model; compute: a 28 M-parameter "
+                         "model where matrix multiplies dominate (benchmarks/compute.py)")
     args = ap.parse_args()
+    if args.size == "compute":
+        from benchmarks import compute
+
+        raise SystemExit(compute.main(["--out", str(args.out)] if args.out else []))
+    args.out = args.out or HERE / "results" / f"{date.today()}.json"
     torch.set_num_threads(2)
     t0 = time.time()
     parts: dict[str, dict] = {}

@@ -204,8 +204,10 @@ class LoraRouter:
                 if a not in layer.lora_A:  # a layer this adapter does not target (PEFT skips it too)
                     return result
                 lora_A = layer.lora_A[a].weight
-                h = F.linear(layer.lora_dropout[a](_as(x, lora_A.dtype)), lora_A)
-                return _as(result + F.linear(h, layer.lora_B[a].weight) * layer.scaling[a], result.dtype)
+                # The scaling goes on the r-wide hidden units, not the layer-wide output: r
+                # multiplies per token instead of `out`, and the add fuses into one addmm.
+                h = F.linear(layer.lora_dropout[a](_as(x, lora_A.dtype)), lora_A) * layer.scaling[a]
+                return _add_lora(result, h, layer.lora_B[a].weight)
             if not mode.adapters:  # every row on the bare base
                 return result
             if x.shape[0] != mode.block_B.shape[0]:
@@ -224,8 +226,9 @@ class LoraRouter:
 
 
 def _add_lora(result: torch.Tensor, h: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-    """result + h B^T as one addmm where the dtypes allow. Measured (batch 48, 3 adapters):
-    faster than matmul + add here; for one adapter with its scaling, mm + mul + add was faster."""
+    """result + h B^T as one addmm where the dtypes allow. Measured: faster than matmul + add
+    (batch 48 on the embedded model, 3 adapters; one adapter on a 28 M-parameter model,
+    11k tokens, forward and backward: 0.34 s against 0.37 s for mm, scale, add)."""
     if result.dtype == h.dtype == B.dtype and result.is_contiguous() and h.is_contiguous():
         return torch.addmm(result.view(-1, result.shape[-1]), h.view(-1, h.shape[-1]), B.t()).view(result.shape)
     return _as(result + F.linear(h, B), result.dtype)

@@ -2,7 +2,7 @@
 
 torch's CPU kernels run on an OpenMP team of `torch.get_num_threads()` threads (all cores by
 default), and the team's threads spin while they wait for each other. Two runs that each
-take every core then spin on cores the other needs: measured on 2 cores, the default voting
+take every core then spin on cores the other needs: measured on 2 cores, the default
 run went from 1.2 s a step alone to 5 s a step each with a second run beside it, where a
 fair share is about 2 s (one thread each gives 1.9 s; `OMP_WAIT_POLICY=PASSIVE` gives 2.0 s
 but makes a run alone 1.5x slower, so it is not the fix).

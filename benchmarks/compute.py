@@ -1,0 +1,407 @@
+"""Speed where compute dominates: a 28 M-parameter Qwen3-shaped model (random weights) on
+multi-agent-length work, model-FLOP utilization against the machine's measured matmul rate.
+
+    python -m benchmarks.compute            # ~10 minutes on 2 cores
+    python -m benchmarks.run --size compute # the same, from the benchmark runner
+
+Writes benchmarks/results/compute.json. What it measures, in one process, 2 threads:
+
+1. The machine's limit: fp32 matmul FLOP/s at the model's own GEMM shapes (every linear layer
+   of a training micro-batch, forward and the input-gradient of the backward), timed alone;
+   and at a large square shape for reference.
+2. The training phase: `update_policies` (the code a training step runs) on an aggregator's
+   batch: 4 prompts of 800 tokens (a question and 3 candidates of 256 tokens) x 8 samples of
+   256-token completions, one adapter, one on-policy mini-batch, LoRA r 16 on every linear
+   layer. Model-FLOP utilization = the FLOPs the work needs / time / the limit.
+3. Generation: the HF engine's `generate` (with its log-prob recording) vs a bare decode loop
+   (prefill, then one forward per token with the KV cache, argmax) at the same batch, both
+   256 tokens per row with EOS ignored, on an 800-token prompt shared by 8 samples.
+4. A profile of the training phase (torch.profiler): where the time goes by operator.
+
+FLOPs (`flops_*` below): a matmul of [m, k] x [k, n] is 2mkn. Per token the model's linear
+layers cost 2 N_lin forward (N_lin = 28.3 M weights of the decoder layers), attention 4 H d_h c
+forward (QK^T and AV over the c positions the token attends to, causal), LoRA 2 r (in + out) per
+adapted layer, the tied head 2 d V where logits are needed. Training with a frozen base needs
+the forward, the input-gradient of every layer (the same FLOPs again: no weight gradients
+for frozen weights) and the LoRA weight gradients: linear 4 N_lin, attention 3x forward, LoRA
+3x forward, less the input-gradients of the first layer's q, k, v, which read the frozen
+embedding. tests/test_compute_flops.py checks these counts against torch's FLOP counter. Prompt sharing is counted as done: each distinct prompt once, each completion on
+its prompt's keys and values. Padding and masked-out attention are not counted: they are
+work the implementation does but the task does not need.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+HERE = Path(__file__).resolve().parent
+RESULT = HERE / "results" / "compute.json"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The benchmark model: Qwen3's layout at 28 M parameters."""
+
+    hidden: int = 512
+    layers: int = 8
+    heads: int = 8
+    kv_heads: int = 4
+    head_dim: int = 64
+    intermediate: int = 1792
+    vocab: int = 100  # rolecall's character tokenizer
+    lora_r: int = 16
+
+    def linears(self) -> list[tuple[int, int]]:
+        """(in, out) of each linear layer of one decoder layer: q, k, v, o, gate, up, down."""
+        d, a, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
+        return [(d, a), (d, kv), (d, kv), (a, d), (d, i), (d, i), (i, d)]
+
+    @property
+    def n_lin(self) -> int:
+        return self.layers * sum(i * o for i, o in self.linears())
+
+    @property
+    def lora_flops_per_token(self) -> int:  # forward, one adapter
+        return self.layers * sum(2 * self.lora_r * (i + o) for i, o in self.linears())
+
+    def attn_flops(self, context: int) -> int:
+        """Forward attention FLOPs of one token attending to `context` positions, all layers."""
+        return self.layers * 4 * self.heads * self.head_dim * context
+
+
+def make_model(directory: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
+    """A Qwen3 of `shape` with random weights, rolecall's character tokenizer and chat template."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from rolecall.basemodel.tokenizer import build_tokenizer
+    from rolecall.policies.model import embedded_dir
+
+    tok = build_tokenizer()
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=shape.hidden, intermediate_size=shape.intermediate,
+                      num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
+                      num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim, max_position_embeddings=4096,
+                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    Qwen3ForCausalLM(cfg).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    template = embedded_dir() / "chat_template.jinja"
+    (directory / "chat_template.jinja").write_text(template.read_text())
+    return directory
+
+
+def _time(fn, repeats: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return median(ts)
+
+
+def matmul_limit(shape: Shape, tokens: int = 4096, repeats: int = 5) -> dict:
+    """fp32 GEMM FLOP/s at the model's shapes: each linear layer forward ([T, in] x [in, out]) and
+    its input-gradient ([T, out] x [out, in]), FLOP-weighted; and a 2048^3 square for reference."""
+    flops, seconds = 0.0, 0.0
+    for i, o in shape.linears():
+        for a, b in ((i, o), (o, i)):
+            x, w = torch.randn(tokens, a), torch.randn(a, b)
+            seconds += _time(lambda: x @ w, repeats)
+            flops += 2 * tokens * a * b
+    sq = torch.randn(2048, 2048)
+    square = 2 * 2048 ** 3 / _time(lambda: sq @ sq, repeats)
+    return {"model_shapes_gflops": round(flops / seconds / 1e9, 1), "square_2048_gflops": round(square / 1e9, 1),
+            "tokens_per_gemm": tokens}
+
+
+def _rows(tok_count: int, prompts: int, samples: int, prompt_len: int, completion_len: int, policy: str,
+          seed: int = 0):
+    from rolecall.train.batch import Row
+
+    rng = random.Random(seed)
+    rows = []
+    for p in range(prompts):
+        prompt = [rng.randrange(3, tok_count) for _ in range(prompt_len)]
+        for g in range(samples):
+            completion = [rng.randrange(3, tok_count) for _ in range(completion_len)]
+            rows.append(Row(prompt + completion, prompt_len, [-4.0] * completion_len, 1.0 if g % 2 else -1.0,
+                            "aggregator", "aggregator", policy))
+    return rows
+
+
+def flops_train(shape: Shape, prompts: int, samples: int, P: int, C: int) -> int:
+    """FLOPs one update over the batch needs (see the module docstring)."""
+    lin, lora = 2 * shape.n_lin, shape.lora_flops_per_token
+    prompt_tokens = prompts * P
+    prompt_attn = prompts * sum(shape.attn_flops(i + 1) for i in range(P))
+    rows = prompts * samples
+    done_C = C - 1  # the last completion token predicts nothing: the completion pass stops one short
+    comp_attn = rows * sum(shape.attn_flops(P + j + 1) for j in range(done_C))
+    forward = (prompt_tokens + rows * done_C) * (lin + lora) + prompt_attn + comp_attn
+    head = 2 * shape.hidden * shape.vocab * (prompts + rows * done_C)
+    # backward: input-gradients of the frozen layers (= their forward), LoRA and attention 2x forward;
+    # the first layer's q, k, v read the frozen embedding, so no input-gradient flows into them
+    skip = 2 * sum(i * o for i, o in shape.linears()[:3]) + sum(2 * shape.lora_r * i for i, _ in shape.linears()[:3])
+    backward = (prompt_tokens + rows * done_C) * (lin + 2 * lora - skip) + 2 * (prompt_attn + comp_attn)
+    return forward + backward + 2 * head
+
+
+def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
+                repeats: int = 3, profile: bool = True) -> dict:
+    import rolecall
+    from rolecall.train.loop import build_stack
+    from rolecall.train.update import update_policies
+
+    cfg = rolecall.make_config({"model": {"path": str(model_dir)}, "workflow": {"name": "single"},
+                                "lora": {"r": shape.lora_r, "alpha": 2 * shape.lora_r},
+                                "train": {"threads": 2, "diagnostics": "basic"}})
+    stack = build_stack(cfg)
+    policy = stack.routing.trainable[0]
+    rows = _rows(len(stack.tok), prompts, samples, P, C, policy)
+    rng = random.Random(0)
+
+    def run():
+        update_policies(stack.model, {policy: rows}, stack.optims, cfg.algo, cfg.optim, pad_id=stack.tok.pad_token_id,
+                        temperature=0.7, rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
+
+    seconds = _time(run, repeats)
+    flops = flops_train(shape, prompts, samples, P, C)
+    out = {"prompts": prompts, "samples": samples, "prompt_tokens": P, "completion_tokens": C,
+           "seconds": round(seconds, 3), "tflops_needed": round(flops / 1e12, 4),
+           "achieved_gflops": round(flops / seconds / 1e9, 1)}
+    if profile:
+        out["profile"] = _profile(run)
+    stack.close()
+    return out
+
+
+def _profile(fn, top: int = 12) -> list[dict]:
+    """Self CPU time by operator, the `top` largest, as shares of the total."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: -e.self_cpu_time_total)
+    return [{"op": e.key, "share": round(e.self_cpu_time_total / total, 3), "calls": e.count} for e in events[:top]]
+
+
+def flops_generate(shape: Shape, prompts: int, samples: int, P: int, C: int) -> tuple[int, int]:
+    """(prefill, decode) FLOPs: each distinct prompt once; each row's C tokens, the first from the
+    prefill's logits, the other C - 1 by one forward each over its growing context."""
+    lin, lora = 2 * shape.n_lin, shape.lora_flops_per_token
+    head = 2 * shape.hidden * shape.vocab
+    prefill = prompts * (P * (lin + lora) + sum(shape.attn_flops(i + 1) for i in range(P)) + head)
+    rows = prompts * samples
+    decode = rows * sum(lin + lora + shape.attn_flops(P + j + 1) + head for j in range(1, C))
+    return prefill, decode
+
+
+@torch.no_grad()
+def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8, P: int = 800, C: int = 256,
+               repeats: int = 2) -> dict:
+    from transformers import DynamicCache
+
+    from rolecall.engines.base import GenRequest
+    from rolecall.engines.hf import HFEngine
+    from rolecall.policies.model import attach_adapters, load_base
+
+    model, tok = load_base(str(model_dir))
+    model = attach_adapters(model, ["agg"], r=shape.lora_r, alpha=2 * shape.lora_r, dropout=0.0,
+                            target_modules="all-linear")
+    model.eval()
+    engine = HFEngine(model, tok)
+    engine.stop_ids = [-1]  # EOS ignored: every row runs its full budget in both arms (no token has id -1)
+    rng = random.Random(1)
+    # A prompt of exactly P tokens once rendered: a user message of P minus the template's tokens.
+    overhead = len(tok(engine.render([{"role": "user", "content": ""}]), add_special_tokens=False)["input_ids"])
+    texts = ["".join(rng.choice("0123456789+-=abc ") for _ in range(P - overhead)) for _ in range(prompts)]
+    reqs = [GenRequest([{"role": "user", "content": t}], "agg", C) for t in texts for _ in range(samples)]
+    ids = [tok(engine.render(r.messages), add_special_tokens=False)["input_ids"] for r in reqs]
+    assert {len(x) for x in ids} == {P}, "prompt length"
+    B = len(reqs)
+    input_ids = torch.tensor(ids)
+    attn = torch.ones_like(input_ids)
+
+    def engine_run():
+        outs = engine.generate(reqs, temperature=0.7)
+        assert all(len(o.completion_ids) == C for o in outs)
+
+    def bare(share_prompts: bool):
+        """Prefill (each distinct prompt once when `share_prompts`, as the engine does; else every
+        row), then argmax decoding with the KV cache: the least a decode loop can do."""
+        from rolecall.policies.lora_router import router_for
+
+        with router_for(model).policy("agg"):
+            cache = DynamicCache(config=model.config)
+            first = input_ids[::samples] if share_prompts else input_ids
+            out = model(input_ids=first, attention_mask=attn[: len(first)], past_key_values=cache, use_cache=True,
+                        logits_to_keep=1)
+            logits = out.logits[:, -1:]
+            if share_prompts:
+                index = torch.arange(B) // samples
+                cache.reorder_cache(index)
+                logits = logits[index]
+            a = attn
+            nxt = logits.argmax(-1)
+            for _ in range(C - 1):
+                a = torch.cat([a, a.new_ones((B, 1))], 1)
+                out = model(input_ids=nxt, attention_mask=a, past_key_values=cache, use_cache=True)
+                nxt = out.logits[:, -1:].argmax(-1)
+
+    arms = {"engine": engine_run, "bare_shared_prefill": lambda: bare(True), "bare_every_row": lambda: bare(False)}
+    times: dict[str, list[float]] = {k: [] for k in arms}
+    for fn in arms.values():
+        fn()  # warm-up
+    for _ in range(repeats):  # alternate the arms against drift
+        for k, fn in arms.items():
+            times[k].append(_once(fn))
+    prefill_f, decode_f = flops_generate(shape, prompts, samples, P, C)
+    t_prefill = _once(lambda: engine._prefill(input_ids, attn, ["agg"] * B))
+    te, tb, tr = (median(times[k]) for k in arms)
+    return {"rows": B, "distinct_prompts": prompts, "prompt_tokens": P, "completion_tokens": C,
+            "engine_s": round(te, 3), "bare_loop_shared_prefill_s": round(tb, 3), "bare_loop_every_row_s": round(tr, 3),
+            "engine_vs_bare": round(tb / te, 3), "prefill_s": round(t_prefill, 3),
+            "prefill_gflops": round(prefill_f / t_prefill / 1e9, 1),
+            "decode_gflops": round(decode_f / max(te - t_prefill, 1e-9) / 1e9, 1),
+            "engine_gflops": round((prefill_f + decode_f) / te / 1e9, 1)}
+
+
+def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int = 6,
+                  samples: int = 2, P: int = 800, repeats: int = 1) -> dict:
+    """One training update of `prompts` x `samples` rows with `completion`-token completions,
+    the prompts dealt over `policies` adapters (prompt k trains policy k mod n, as each role
+    has prompts of its own: the same work whatever n), all of them in each forward through
+    the LoRA router. Seconds and this process's peak RSS (run it in a process of its own to
+    read the peak of this point). A prompt shared by two adapters would be two prompts'
+    work, since the adapter changes its keys and values."""
+    from rolecall.config import AlgoCfg, OptimCfg
+    from rolecall.policies.model import adapter_params, attach_adapters, load_base
+    from rolecall.train.optim import build_optimizers
+    from rolecall.train.update import update_policies
+
+    model, tok = load_base(str(model_dir))
+    names = [f"p{i}" for i in range(policies)]
+    model = attach_adapters(model, names, r=shape.lora_r, alpha=2 * shape.lora_r, dropout=0.0,
+                            target_modules="all-linear")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for n in names:
+        for p in adapter_params(model, n).values():
+            p.requires_grad_(True)
+    optims = build_optimizers(model, tuple(names), OptimCfg())
+    rows = _rows(len(tok), prompts, samples, P, completion, "")
+    by_policy = {n: [] for n in names}
+    for i, r in enumerate(rows):
+        r.policy = names[(i // samples) % policies]
+        by_policy[r.policy].append(r)
+    rng = random.Random(0)
+    algo = AlgoCfg()  # the default micro-batch budget (16,384 padded tokens): what a run gets
+
+    def run():
+        update_policies(model, by_policy, optims, algo, OptimCfg(), pad_id=tok.pad_token_id, temperature=0.7,
+                        rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
+
+    seconds = _time(run, repeats)
+    flops = flops_train(shape, prompts, samples, P, completion)
+    return {"completion_tokens": completion, "policies": policies, "rows": len(rows), "seconds": round(seconds, 3),
+            "achieved_gflops": round(flops / seconds / 1e9, 1),
+            "peak_rss_mb": _peak_rss_mb()}
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS since its exec (VmHWM). Not `ru_maxrss`: that one survives exec,
+    so a process started from a large parent reports the parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def scaling(model_dir: Path, completions=(256, 512, 1024, 2048), policies=(1, 2, 3, 6)) -> dict:
+    """Each point in a process of its own (its peak RSS is its own): time and memory against
+    the completion length (1 policy) and the number of policies (256-token completions)."""
+    import subprocess
+
+    def point(c: int, n: int) -> dict:
+        cmd = [sys.executable, "-m", "benchmarks.compute", "--point", f"{c},{n}", "--model", str(model_dir)]
+        out = subprocess.run(cmd, cwd=HERE.parent, capture_output=True, text=True, timeout=1800)
+        if out.returncode != 0:
+            raise RuntimeError(f"scaling point {c},{n} failed: {out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    by_length = [point(c, 1) for c in completions]
+    by_policies = [point(256, n) for n in policies]
+    one = by_policies[0]["seconds"]
+    for row in by_policies:
+        row["time_vs_one_policy"] = round(row["seconds"] / one, 3)
+    return {"by_completion_length": by_length, "by_policies": by_policies}
+
+
+def _once(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--point", help=argparse.SUPPRESS)  # "COMPLETION,POLICIES": one scaling point (internal)
+    ap.add_argument("--model", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    shape = Shape()
+    if args.point:
+        c, n = map(int, args.point.split(","))
+        print(json.dumps(scaling_point(args.model, shape, c, n)))
+        return 0
+    t0 = time.time()
+    model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", shape)
+    n_params = shape.n_lin + shape.hidden * shape.vocab
+    print(f"model: {n_params / 1e6:.1f} M parameters ({shape})", flush=True)
+    limit = matmul_limit(shape)
+    print(f"matmul limit: {limit}", flush=True)
+    train = train_phase(model_dir, shape, profile=not args.no_profile)
+    train["mfu"] = round(train["achieved_gflops"] / limit["model_shapes_gflops"], 3)
+    print(f"training phase: {({k: v for k, v in train.items() if k != 'profile'})}", flush=True)
+    gen = generation(model_dir, shape)
+    gen["prefill_mfu"] = round(gen["prefill_gflops"] / limit["model_shapes_gflops"], 3)
+    gen["decode_mfu"] = round(gen["decode_gflops"] / limit["model_shapes_gflops"], 3)
+    print(f"generation: {gen}", flush=True)
+    scale = None if args.no_scaling else scaling(model_dir)
+    if scale:
+        print(f"scaling: {scale}", flush=True)
+    doc = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+           f"{torch.get_num_threads()} threads, torch {torch.__version__}",
+           "model": {"parameters_m": round(n_params / 1e6, 2), "n_lin_m": round(shape.n_lin / 1e6, 2),
+                     **shape.__dict__},
+           "matmul_limit": limit, "training_phase": train, "generation": gen, "scaling": scale,
+           "goals": {"training_mfu": ">= 0.60", "engine_vs_bare": ">= 0.80"},
+           "wall_s": round(time.time() - t0, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"training MFU {train['mfu']:.2f}, engine/bare {gen['engine_vs_bare']:.2f}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
