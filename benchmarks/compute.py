@@ -1,7 +1,7 @@
 """Speed where compute dominates: a 28 M-parameter Qwen3-shaped model (random weights) on
 multi-agent-length work, model-FLOP utilization against the machine's measured matmul rate.
 
-    python -m benchmarks.compute            # ~10 minutes on 2 cores
+    python -m benchmarks.compute            # ~12 minutes on 2 cores
     python -m benchmarks.run --size compute # the same, from the benchmark runner
 
 Writes benchmarks/results/compute.json. What it measures, in one process, 2 threads:
@@ -15,7 +15,8 @@ Writes benchmarks/results/compute.json. What it measures, in one process, 2 thre
    layer. Model-FLOP utilization = the FLOPs the work needs / time / the limit.
 3. Generation: the HF engine's `generate` (with its log-prob recording) vs a bare decode loop
    (prefill, then one forward per token with the KV cache, argmax) at the same batch, both
-   256 tokens per row with EOS ignored, on an 800-token prompt shared by 8 samples.
+   256 tokens per row with EOS ignored, on an 800-token prompt shared by 8 samples; and a
+   batch whose rows use 3 adapters vs the same batch on one (distinct prompts).
 4. A profile of the training phase (torch.profiler): where the time goes by operator.
 
 FLOPs (`flops_*` below): a matmul of [m, k] x [k, n] is 2mkn. Per token the model's linear
@@ -221,8 +222,13 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
     from rolecall.policies.model import attach_adapters, load_base
 
     model, tok = load_base(str(model_dir))
-    model = attach_adapters(model, ["agg"], r=shape.lora_r, alpha=2 * shape.lora_r, dropout=0.0,
+    adapters = ["agg", "gen1", "gen2"]
+    model = attach_adapters(model, adapters, r=shape.lora_r, alpha=2 * shape.lora_r, dropout=0.0,
                             target_modules="all-linear")
+    with torch.no_grad():  # distinct adapters, as after some training (a fresh LoRA B is zero)
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.02)
     model.eval()
     engine = HFEngine(model, tok)
     engine.stop_ids = [-1]  # EOS ignored: every row runs its full budget in both arms (no token has id -1)
@@ -263,7 +269,14 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
                 out = model(input_ids=nxt, attention_mask=a, past_key_values=cache, use_cache=True)
                 nxt = out.logits[:, -1:].argmax(-1)
 
-    arms = {"engine": engine_run, "bare_shared_prefill": lambda: bare(True), "bare_every_row": lambda: bare(False)}
+    # Mixed-adapter batch vs one adapter, on B distinct prompts (no prefill to share in either arm).
+    distinct = [GenRequest([{"role": "user", "content": "".join(rng.choice("0123456789+-=abc ") for _ in range(P - overhead))}],
+                           "agg", C) for _ in range(B)]
+    mixed = [GenRequest(r.messages, adapters[i % len(adapters)], C) for i, r in enumerate(distinct)]
+
+    arms = {"engine": engine_run, "bare_shared_prefill": lambda: bare(True), "bare_every_row": lambda: bare(False),
+            "one_adapter": lambda: engine.generate(distinct, temperature=0.7),
+            "three_adapters_mixed": lambda: engine.generate(mixed, temperature=0.7)}
     times: dict[str, list[float]] = {k: [] for k in arms}
     for fn in arms.values():
         fn()  # warm-up
@@ -272,10 +285,12 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
             times[k].append(_once(fn))
     prefill_f, decode_f = flops_generate(shape, prompts, samples, P, C)
     t_prefill = _once(lambda: engine._prefill(input_ids, attn, ["agg"] * B))
-    te, tb, tr = (median(times[k]) for k in arms)
+    te, tb, tr, one, mix = (median(times[k]) for k in arms)
     return {"rows": B, "distinct_prompts": prompts, "prompt_tokens": P, "completion_tokens": C,
             "engine_s": round(te, 3), "bare_loop_shared_prefill_s": round(tb, 3), "bare_loop_every_row_s": round(tr, 3),
-            "engine_vs_bare": round(tb / te, 3), "prefill_s": round(t_prefill, 3),
+            "engine_vs_bare": round(tb / te, 3), "one_adapter_distinct_prompts_s": round(one, 3),
+            "three_adapters_mixed_s": round(mix, 3), "mixed_adapter_ratio": round(one / mix, 3),
+            "prefill_s": round(t_prefill, 3),
             "prefill_gflops": round(prefill_f / t_prefill / 1e9, 1),
             "decode_gflops": round(decode_f / max(te - t_prefill, 1e-9) / 1e9, 1),
             "engine_gflops": round((prefill_f + decode_f) / te / 1e9, 1)}
