@@ -20,6 +20,11 @@ from typing import Any, Callable
 import torch
 
 
+def share_bounds(n: int, part: int, parts: int) -> tuple[int, int]:
+    """[start, end) of contiguous share `part` of `parts` over n items (sizes differ by at most one)."""
+    return round(part * n / parts), round((part + 1) * n / parts)
+
+
 @dataclass(frozen=True)
 class DataParallel:
     rank: int
@@ -55,7 +60,7 @@ class DataParallel:
 
     def share(self, n: int) -> tuple[int, int]:
         """This rank's contiguous slice [start, end) of n items (shares differ by at most one)."""
-        return round(self.rank * n / self.world), round((self.rank + 1) * n / self.world)
+        return share_bounds(n, self.rank, self.world)
 
     def gather(self, items: list) -> list:
         """Every rank's list, concatenated in rank order, on every rank (pickled Python objects)."""

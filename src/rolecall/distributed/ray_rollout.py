@@ -152,8 +152,10 @@ class RayRollout:
     def rollout(self, problems: list, group_size: int, routes: dict, temperature: float, seed: int,
                 training: bool) -> list:
         """Episodes in the in-process order (problem-major), each share on its own actor."""
-        bounds = [round(i * len(problems) / self.n) for i in range(self.n + 1)]
-        shares = [(i, bounds[i], problems[bounds[i]:bounds[i + 1]]) for i in range(self.n) if bounds[i] < bounds[i + 1]]
+        from rolecall.distributed.data_parallel import share_bounds
+
+        bounds = [share_bounds(len(problems), i, self.n) for i in range(self.n)]
+        shares = [(i, a, problems[a:b]) for i, (a, b) in enumerate(bounds) if a < b]
         calls = {i: self.actors[i].run.remote(self.version, share, start, group_size, routes, temperature, seed,
                                               training) for i, start, share in shares}
         out: dict[int, list] = {}

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rolecall.distributed.data_parallel import share_bounds
 from rolecall.types import Turn
 
 
@@ -56,7 +57,8 @@ def share_of_rows(rows: list[Row], part: int, parts: int) -> list[Row]:
     """Contiguous share `part` of `parts` of the rows in prompt order (a data-parallel rank's):
     the samples of a prompt stay together except where a cut falls."""
     ordered = [r for _, r in _prompt_order(rows)]
-    return ordered[round(part * len(ordered) / parts): round((part + 1) * len(ordered) / parts)]
+    start, end = share_bounds(len(ordered), part, parts)
+    return ordered[start:end]
 
 
 def padded_cost(rows: list[Row]) -> int:
