@@ -213,7 +213,9 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
 
         ckpt = latest_checkpoint(out)
         kept = f"the last saved checkpoint, {ckpt.name}, is intact" if ckpt else "no checkpoint was saved yet"
-        console.print(f"stopped at once; {kept}. Continue with: rolecall train --resume {out}",
+        from rolecall.train.stop import resume_command
+
+        console.print(f"stopped at once; {kept}. Continue with: {resume_command(out)}",
                       highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130) from None
     if rank == 0:

@@ -42,7 +42,7 @@ from rolecall.train.cpu_share import cpu_share_or_none
 from rolecall.train.guards import NonFiniteStreak, nonfinite_counts
 from rolecall.train.metrics import rollout_metrics
 from rolecall.train.run_dir import RunDir, hold
-from rolecall.train.stop import StopRequest, TrainingStopped
+from rolecall.train.stop import StopRequest, TrainingStopped, resume_command
 from rolecall.train.sinks import build_sinks
 from rolecall.train.stages import advantages, checker, credit, score, status_shares
 from rolecall.train.optim import PolicyOptim, build_optimizers
@@ -528,7 +528,7 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             signum = stop.signum or signal.SIGTERM
             ckpt = f"checkpoint step_{saved_at} is saved" if saved_at else "no step was trained, nothing to save"
             raise TrainingStopped(f"stopped by {signal.Signals(signum).name} after step {saved_at}: {ckpt}. "
-                                  f"Continue with: rolecall train --resume {run.path}", signum, saved_at,
+                                  f"Continue with: {resume_command(run.path)}", signum, saved_at,
                                   run.path / "checkpoints" / f"step_{saved_at}" if saved_at else None)
     finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes
         for sink in sinks:

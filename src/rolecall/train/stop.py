@@ -7,6 +7,7 @@ saved checkpoint stays intact, since every save is atomic.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -18,6 +19,13 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # `timeout`, shells and schedulers (SLURM signals every process of a job step) forward
 # signals, so one Ctrl-C or preemption can arrive twice within milliseconds.
 DUPLICATE_S = 1.0
+
+
+def resume_command(run_dir) -> str:
+    """The command that continues the run in `run_dir`, launched the way this one was."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    launch = f"torchrun --nproc-per-node {world} -m rolecall" if world > 1 else "rolecall"
+    return f"{launch} train --resume {run_dir}"
 
 
 class TrainingStopped(Exception):
