@@ -518,6 +518,7 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
             requested = stopping()
             if val_due(step) and not requested:  # a stop skips it; the resume runs it
                 validation(step)
+                requested = stopping()  # a signal during the validation still saves this step
             if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested:
                 save(step)
                 saved_at = step
