@@ -96,6 +96,24 @@ def test_every_listed_end_of_turn_token_stops_a_turn(tiny_model_dir):
     assert out.completion_ids == [5, 6, 7] and out.finish_reason == "length"
 
 
+def test_ignore_eos_runs_every_turn_to_its_budget():
+    """rollout.ignore_eos: the same tokens up to the end-of-turn, then on to the full budget
+    (the embedded model ends its answers well inside 60 tokens)."""
+    from rolecall.policies.model import embedded_dir
+
+    model, tok = load_base(str(embedded_dir()))
+    reqs = [GenRequest([{"role": "user", "content": f"Solve. Put the final answer in \\boxed{{}}.\n{p}"}], "base", 60)
+            for p in ("12+34", "56-7")]
+    stopped = HFEngine(model, tok).generate(reqs, temperature=0)
+    assert all(o.finish_reason == "stop" and len(o.completion_ids) < 60 for o in stopped)
+    full = HFEngine(model, tok, ignore_eos=True).generate(reqs, temperature=0)
+    for s, f in zip(stopped, full):
+        assert f.finish_reason == "length" and len(f.completion_ids) == len(f.logprobs) == 60
+        n = len(s.completion_ids)
+        assert f.completion_ids[:n] == s.completion_ids  # the end-of-turn token is sampled, then passed over
+        torch.testing.assert_close(torch.tensor(f.logprobs[:n]), torch.tensor(s.logprobs), atol=1e-5, rtol=0)
+
+
 def test_over_budget_prompt_is_not_generated_and_the_rest_proceeds(two_adapter_model):
     model, tok = two_adapter_model
     eng = HFEngine(model, tok, max_prompt_tokens=30)

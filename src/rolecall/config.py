@@ -127,6 +127,9 @@ class RolloutCfg(_Strict):
     max_new_tokens: PositiveInt = Field(48, description="Token budget of one turn; longer turns are cut and marked truncated.")
     max_new_tokens_by_role: dict[str, PositiveInt] = Field(default_factory=dict, description="Per-role budget overrides.")
     max_prompt_tokens: PositiveInt | None = Field(None, description="Longest prompt a turn may have (chat history included); a longer turn is not generated and is marked truncated.")
+    ignore_eos: bool = Field(False, description="Sample every turn to its full token budget: end-of-turn tokens do not stop "
+                                                "it, and the turn is marked truncated. For speed measurements that need the "
+                                                "same work in every arm; answers run on past their end.")
     max_batch: PositiveInt = Field(DEFAULT_MAX_BATCH, description="Most rows in one generate call.")
     engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (in-process transformers) or vllm "
                                                             "(pip install vllm; every adapter resident, one per request).")

@@ -34,12 +34,12 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 class HFEngine:
     def __init__(self, model, tokenizer, *, max_batch: int = DEFAULT_MAX_BATCH, enable_thinking: bool = False,
-                 max_prompt_tokens: int | None = None) -> None:
+                 max_prompt_tokens: int | None = None, ignore_eos: bool = False) -> None:
         self.model, self.tok = model, tokenizer
         self.max_batch = max_batch
         self.max_prompt_tokens = max_prompt_tokens
         self.enable_thinking = enable_thinking
-        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.stop_ids = [] if ignore_eos else stop_token_ids(model, tokenizer)
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
@@ -139,7 +139,7 @@ class HFEngine:
         if seeds is not None and temperature > 0:
             streams = [torch.Generator(device=logits_B.device).manual_seed(int(x) % (2**63)) for x in seeds]
         pad = self.tok.pad_token_id
-        stop = torch.tensor(self.stop_ids, device=logits_B.device)
+        stop = torch.tensor(self.stop_ids, dtype=torch.long, device=logits_B.device)
         unfinished_B = torch.ones(logits_B.shape[0], dtype=torch.bool, device=logits_B.device)
         pos_B = attn_B.sum(-1, keepdim=True)  # position of the next token: real tokens so far
         tokens, logps = [], []

@@ -36,14 +36,15 @@ class VLLMUnavailable(UserError, ImportError):
 class VLLMEngine:
     def __init__(self, model_path: str | Path, tokenizer, *, adapters: tuple[str, ...] = (), max_lora_rank: int = 16,
                  max_model_len: int | None = None, dtype: str = "auto", memory_fraction: float = 0.9,
-                 enable_thinking: bool = False, seed: int = 0, adapter_dir: str | Path | None = None) -> None:
+                 enable_thinking: bool = False, seed: int = 0, adapter_dir: str | Path | None = None,
+                 ignore_eos: bool = False) -> None:
         try:
             from vllm import LLM  # imported here: vLLM is an optional extra
         except ImportError as e:
             raise VLLMUnavailable(f"rollout.engine=vllm needs vLLM: pip install 'rolecall[vllm]' on a GPU machine, or "
                                   f"build the CPU test venv with benchmarks/vllm_cpu.sh ({e})") from None
 
-        self.tok, self.enable_thinking = tokenizer, enable_thinking
+        self.tok, self.enable_thinking, self.ignore_eos = tokenizer, enable_thinking, ignore_eos
         # vLLM sizes its LoRA slots from a fixed list of ranks: the smallest that holds ours
         max_lora_rank = next((r for r in _VLLM_RANKS if r >= max_lora_rank), max_lora_rank)
         self.llm = LLM(model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
@@ -80,7 +81,7 @@ class VLLMEngine:
         texts = [self.render(r.messages) for r in requests]
         ids = [self.tok(t, add_special_tokens=False)["input_ids"] for t in texts]
         params = [SamplingParams(temperature=temperature, max_tokens=r.max_new_tokens, seed=r.seed, logprobs=0,
-                                 skip_special_tokens=True) for r in requests]
+                                 skip_special_tokens=True, ignore_eos=self.ignore_eos) for r in requests]
         loras = []
         for r in requests:
             if r.policy != BASE_POLICY and r.policy not in self.lora:

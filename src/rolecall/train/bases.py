@@ -68,7 +68,7 @@ def _load_base(cfg, routing: Routing, path: str, names: tuple[str, ...], default
     for p in model.parameters():
         p.requires_grad_(False)
     engine = HFEngine(model, tok, max_batch=cfg.rollout.max_batch, enable_thinking=m.enable_thinking,
-                      max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+                      max_prompt_tokens=cfg.rollout.max_prompt_tokens, ignore_eos=cfg.rollout.ignore_eos)
     return Base(path, model, tok, engine, names, tuple(p for p in routing.trainable if p in names))
 
 

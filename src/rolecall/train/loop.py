@@ -167,7 +167,7 @@ def vllm_engine(cfg: Config, routing: Routing, tok, bases: dict[str, Base]):
     ranks = [cfg.lora_of(p).r for p in routing.adapters] or [cfg.lora.r]
     return VLLMEngine(resolve_model_dir(cfg.model.path), tok, adapters=routing.adapters, max_lora_rank=max(ranks),
                       memory_fraction=cfg.rollout.vllm_memory_fraction, enable_thinking=cfg.model.enable_thinking,
-                      seed=cfg.train.seed)
+                      seed=cfg.train.seed, ignore_eos=cfg.rollout.ignore_eos)
 
 
 def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
