@@ -1,10 +1,12 @@
 """The prompt-sharing forward equals a plain full-sequence forward: logits, loss and gradient."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from rolecall.policies.model import attach_adapters, load_base
 from rolecall.train.batch import Row, collate
+from rolecall.train import shared_prefix
 from rolecall.train.forward import completion_logits
 
 
@@ -35,7 +37,16 @@ def _rows():
     return rows
 
 
-def test_shared_prompt_forward_matches_full_sequences(tiny_model_dir):
+@pytest.mark.parametrize("split_attention", [True, False], ids=["prefix-attention", "copied-prompt-keys"])
+def test_shared_prompt_forward_matches_full_sequences(tiny_model_dir, monkeypatch, split_attention):
+    """Both ways a row reads its prompt: in place (train.shared_prefix, on CPU) and through a
+    per-row copy of the prompt's cache (elsewhere)."""
+    calls = []
+    if split_attention:
+        apply = shared_prefix.PrefixAttention.apply
+        monkeypatch.setattr(shared_prefix.PrefixAttention, "apply", lambda *a: calls.append(1) or apply(*a))
+    else:
+        monkeypatch.setattr(shared_prefix, "usable", lambda model, device: False)
     model, tok = load_base(str(tiny_model_dir))
     model = attach_adapters(model, ["a"], r=4, alpha=8, dropout=0.0, target_modules="all-linear")
     torch.manual_seed(0)
@@ -60,6 +71,7 @@ def test_shared_prompt_forward_matches_full_sequences(tiny_model_dir):
     shared, g_shared = loss_and_grads(completion_logits(model, b))
     full, g_full = loss_and_grads(_full_sequence_logits(model, rows, tok.pad_token_id))
     m = b["mask"] > 0
+    assert len(calls) == (model.config.num_hidden_layers if split_attention else 0)
     torch.testing.assert_close(shared[m], full[m], atol=1e-5, rtol=0)
     assert max(float(g.abs().max()) for g in g_full) > 1e-3  # a real gradient, not zeros
     for a, c in zip(g_shared, g_full):

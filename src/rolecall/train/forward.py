@@ -2,14 +2,17 @@
 
 Equal, up to float rounding, to running every row's full prompt + completion through the
 model, but a group of G samples pays for its prompt once instead of G times. Gradients
-reach the prompt's activations through the shared keys and values (index_select is
-differentiable), so the result is the same loss and the same gradient.
+reach the prompt's activations through the shared keys and values, so the result is the
+same loss and the same gradient. On CPU the rows read their prompt's keys in place
+(`train.shared_prefix`); elsewhere through a per-row copy of the prompt's cache.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
+
+from rolecall.train import shared_prefix
 
 
 def completion_logits(model, b: dict[str, torch.Tensor],
@@ -32,13 +35,19 @@ def completion_logits(model, b: dict[str, torch.Tensor],
     if c_ids_B.shape[1] == 1:
         return first_B.unsqueeze(1)
     cache = out.past_key_values
-    cache.reorder_cache(prompt_of_B)  # U prompts -> B rows, each row reading its own prompt
-    n_prompt_B = p_attn_U.sum(-1)[prompt_of_B]
-    c_pos_B = n_prompt_B.unsqueeze(1) + torch.arange(c_ids_B.shape[1] - 1, device=c_ids_B.device)
-    attn_B = torch.cat([p_attn_U[prompt_of_B], b["completion_attention_mask"][:, :-1]], 1)
+    n_prompt_U = p_attn_U.sum(-1)
+    c_pos_B = n_prompt_U[prompt_of_B].unsqueeze(1) + torch.arange(c_ids_B.shape[1] - 1, device=c_ids_B.device)
     # The last completion token predicts nothing: the completion pass stops one short.
     if route is not None:
         route(b["policy_of_row"], False)
-    rest = model(input_ids=c_ids_B[:, :-1], attention_mask=attn_B, position_ids=c_pos_B,
-                 past_key_values=cache, use_cache=True).logits
+    if shared_prefix.usable(model, c_ids_B.device):
+        # Each row reads its prompt's keys in place (see train.shared_prefix).
+        with shared_prefix.attending(model, cache, prompt_of_B, n_prompt_U) as no_mask:
+            rest = model(input_ids=c_ids_B[:, :-1], attention_mask=no_mask, position_ids=c_pos_B,
+                         use_cache=False).logits
+    else:
+        cache.reorder_cache(prompt_of_B)  # U prompts -> B rows, each row reading its own prompt
+        attn_B = torch.cat([p_attn_U[prompt_of_B], b["completion_attention_mask"][:, :-1]], 1)
+        rest = model(input_ids=c_ids_B[:, :-1], attention_mask=attn_B, position_ids=c_pos_B,
+                     past_key_values=cache, use_cache=True).logits
     return torch.cat([first_B.unsqueeze(1), rest], 1)
