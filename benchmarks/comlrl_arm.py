@@ -76,7 +76,10 @@ def run_arm(python: Path | str, **flags) -> dict:
     """
     cmd = [str(python), str(Path(__file__).resolve())]
     for key, value in flags.items():
-        cmd += [f"--{key.replace('_', '-')}", str(value)]
+        if value is True:  # a switch
+            cmd.append(f"--{key.replace('_', '-')}")
+        elif value is not False:
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -93,6 +96,30 @@ def problems(n: int) -> list[dict]:
         a, b = map(int, PROMPTS[i % len(PROMPTS)].split("+"))
         out.append({"prompt": f"{a}+{b}", "answer": str(a + b)})
     return out
+
+
+# Compute-size work (benchmarks/compute_peers.py): long prompts of random characters, and a
+# reward that varies from sample to sample on a random model (so every advantage is nonzero).
+LONG_ALPHABET = "0123456789+-=abc "
+
+
+def long_problems(n: int, chars: int) -> list[dict]:
+    """n problems whose text is `chars` random characters (one token each in rolecall's
+    character tokenizer), the same in every arm and run."""
+    import random
+
+    rng = random.Random(1234)
+    return [{"prompt": "".join(rng.choice(LONG_ALPHABET) for _ in range(chars)), "answer": "0"} for _ in range(n)]
+
+
+def digit_share(text: str) -> float:
+    """The fraction of a completion's characters that are digits."""
+    return sum(c.isdigit() for c in text) / max(len(text), 1)
+
+
+def digit_reward(completions0, completions1, *, batch_items):
+    """Joint reward of the compute-size work: the pair's mean digit share."""
+    return [(digit_share(c0) + digit_share(c1)) / 2 for c0, c1 in zip(completions0, completions1)]
 
 
 def last_boxed(text: str) -> str | None:
@@ -146,7 +173,7 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         return fmt
 
     n_steps = args.warmup + args.steps
-    data = Dataset.from_list(problems(n_steps))
+    data = Dataset.from_list(long_problems(n_steps, args.problem_chars) if args.problem_chars else problems(n_steps))
     cfg = MAGRPOConfig(
         num_train_epochs=1,
         num_agents=2,
@@ -168,11 +195,14 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         num_agents=2,
         tokenizer=tok,
         train_dataset=data,
-        reward_func=joint_reward,
+        reward_func=digit_reward if args.problem_chars else joint_reward,
         formatters=[render(GENERATOR_PROMPT), render(WORKER_PROMPT)],
         args=cfg,
     )
     trainer.verbose = False  # no tqdm bar; wandb_config=None already means no wandb
+    if args.fixed_length:  # generate() reads the model's generation config under CoMLRL's own kwargs
+        for agent in trainer.agents:
+            agent.generation_config.min_new_tokens = args.max_new_tokens
 
     # Instrument the instance (no CoMLRL code changed): time steps, generation and updates,
     # count completions and generated tokens.
@@ -238,6 +268,8 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         "group_size": args.group_size,
         "prompts_per_step": 1,
         "max_new_tokens": args.max_new_tokens,
+        "fixed_length": args.fixed_length,
+        "problem_chars": args.problem_chars,
         "steps": args.steps,
         "warmup_steps": args.warmup,
         "s_per_step": round(total_s / args.steps, 4),
@@ -284,6 +316,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0, help="torch/random/numpy seed (sampling)")
     p.add_argument("--model", default=str(DEFAULT_MODEL))
+    p.add_argument("--problem-chars", type=int, default=0,
+                   help="problems of this many random characters, rewarded by digit share (compute-size work)")
+    p.add_argument("--fixed-length", action="store_true",
+                   help="every completion exactly --max-new-tokens long (EOS suppressed until then)")
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be >= 1 and --warmup >= 0")

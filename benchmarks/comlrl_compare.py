@@ -61,18 +61,34 @@ class EitherCorrect:
         pass
 
 
+class DigitShare:
+    """Joint reward of the compute-size work: the pair's mean digit share (as comlrl_arm's)."""
+
+    name = "digit_share"
+
+    def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
+        from benchmarks.comlrl_arm import digit_share
+
+        return [Score(fmean(digit_share(part) for part in text.split(_SEP)), "ok") for text in completions]
+
+    def close(self) -> None:
+        pass
+
+
 def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int = 0, warmup: int = 1,
-                 after_warmup=None) -> dict:
+                 after_warmup=None, extra: tuple[str, ...] = ("task.ops=+",), verifier=None) -> dict:
+    """`extra` overrides say what to train on (default: the 2-digit additions); `verifier`
+    replaces EitherCorrect."""
     from rolecall.config import load_config
     from rolecall.train.loop import build_stack, train_step
 
-    cfg = load_config(None, ["workflow.name=benchmarks.comlrl_compare:CooperativePair", "task.ops=+",
+    cfg = load_config(None, ["workflow.name=benchmarks.comlrl_compare:CooperativePair",
                              "rollout.problems_per_step=1", f"rollout.group_size={group}",
                              f"rollout.max_new_tokens={max_new_tokens}", "rollout.temperature=0.6",
-                             f"train.seed={seed}", "train.threads=2"])
+                             f"train.seed={seed}", "train.threads=2", *extra])
     stack = build_stack(cfg)
     stack.verifier.close()
-    stack.verifier = EitherCorrect()
+    stack.verifier = verifier or EitherCorrect()
     times, tokens = [], []
     for step in range(1, warmup + steps + 1):
         if step == warmup + 1 and after_warmup is not None:

@@ -44,7 +44,13 @@ def _reward(completions, answer, **_) -> list[float]:
     return [float(grade_math(t, a, checker="strict").value or 0.0) for t, a in zip(texts, answer)]
 
 
-def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, seed: int) -> dict:
+def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, seed: int, *,
+            model_dir: str | None = None, problems: list[tuple[str, str]] | None = None, reward=None,
+            fixed_length: bool = False, gradient_checkpointing: bool | None = None) -> dict:
+    """TRL's GRPOTrainer on the embedded model and arithmetic problems, or on `model_dir` with
+    `problems` ((text, answer) pairs) graded by `reward` (a TRL reward function). `fixed_length`
+    makes every completion exactly `max_new_tokens` long (EOS suppressed until then).
+    `gradient_checkpointing` None keeps TRL's default (on: it recomputes activations)."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, TrainerCallback
@@ -55,11 +61,12 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
     from string import Template
 
     template = Template(load_prompts("math")["generator"])
-    probs = _problems()
-    ds = Dataset.from_dict({"prompt": [[{"role": "user", "content": template.substitute(problem=p.prompt)}] for p in probs],
-                            "answer": [p.answer for p in probs]})
-    tok = load_tokenizer("embedded")
-    model = AutoModelForCausalLM.from_pretrained(str(embedded_dir()), dtype=torch.float32)
+    problems = problems or [(p.prompt, p.answer) for p in _problems()]
+    ds = Dataset.from_dict({"prompt": [[{"role": "user", "content": template.substitute(problem=q)}] for q, _ in problems],
+                            "answer": [a for _, a in problems]})
+    path = model_dir or str(embedded_dir())
+    tok = load_tokenizer(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     times: list[float] = []
     lengths: list[float] = []
 
@@ -82,8 +89,10 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
             warmup_steps=0, beta=0.0, epsilon=0.2, epsilon_high=0.28, num_iterations=1, loss_type="grpo",
             scale_rewards="group", logging_steps=1, report_to="none", save_strategy="no", use_cpu=True,
             bf16=False, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
-            chat_template_kwargs={"enable_thinking": False}, max_grad_norm=1.0, weight_decay=0.0)
-        trainer = GRPOTrainer(model=model, reward_funcs=_reward, args=args, train_dataset=ds, processing_class=tok,
+            chat_template_kwargs={"enable_thinking": False}, max_grad_norm=1.0, weight_decay=0.0,
+            **({} if gradient_checkpointing is None else {"gradient_checkpointing": gradient_checkpointing}),
+            generation_kwargs={"min_new_tokens": max_new_tokens} if fixed_length else None)
+        trainer = GRPOTrainer(model=model, reward_funcs=reward or _reward, args=args, train_dataset=ds, processing_class=tok,
                               peft_config=LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0,
                                                      target_modules="all-linear", task_type="CAUSAL_LM"),
                               callbacks=[Clock()])
