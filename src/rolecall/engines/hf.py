@@ -19,6 +19,7 @@ from contextlib import nullcontext
 import torch
 
 from rolecall.engines.base import DEFAULT_MAX_BATCH, GenOutput, GenRequest
+from rolecall.engines.decode_kv import buffer_cache, folded_decode
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
 
@@ -82,8 +83,8 @@ class HFEngine:
         was_training = self.model.training
         set_training(self.model, False)  # no dropout while sampling
         try:
-            with self._policies(policies) as route:
-                logits_B, cache = self._prefill(input_ids, attn, policies, route)
+            with self._policies(policies) as route, folded_decode(self.model):
+                logits_B, cache = self._prefill(input_ids, attn, policies, route, capacity=width + budget)
                 if route is not None:
                     route(policies)
                 seeds = [r.seed for r in reqs]
@@ -94,15 +95,16 @@ class HFEngine:
         return [self._finish(text, ids, gen, lp, r.max_new_tokens)
                 for text, ids, gen, lp, r in zip(texts, ids_B, gen_B_T.tolist(), lp_B_T.tolist(), reqs)]
 
-    def _prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str], route=None):
+    def _prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str], route=None,
+                 capacity: int | None = None):
         """(logits of every row's next token [B, V], KV cache of every row's prompt), each distinct
         (prompt, policy) computed once and shared by the rows that repeat it. `route` (a
         mixed chunk) gets the policies of the rows actually run.
 
         A wave holds the G samples of each problem with identical prompts: their prefill is
-        the same work G times over.
+        the same work G times over. The cache holds `capacity` positions (the prompt and the
+        budget) before it has to grow.
         """
-        from transformers import DynamicCache
 
         keys = [(tuple(row), p) for row, p in zip(input_ids_B.tolist(), policies_B)]
         first: dict[tuple, int] = {}
@@ -111,7 +113,7 @@ class HFEngine:
         rep_U = list(first.values())
         slot = {k: u for u, k in enumerate(first)}
         ids_U, attn_U = input_ids_B[rep_U], attn_B[rep_U]
-        cache = DynamicCache(config=self.model.config)
+        cache = buffer_cache(self.model.config, capacity or input_ids_B.shape[1])
         if route is not None:
             route([policies_B[i] for i in rep_U])
         out = self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
