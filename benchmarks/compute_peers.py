@@ -3,8 +3,8 @@ CoMLRL's MAGRPO (two roles) on the compute benchmark's 28 M-parameter Qwen3 (ran
 
     python -m benchmarks.compute_peers      # ~15 minutes on 2 cores (the CoMLRL venv is built first if missing)
 
-Writes the `peers` section of benchmarks/results/compute.json (`python -m benchmarks.run --size
-compute` runs it after the MFU measurements). The work is fixed-length in every arm, so each
+Writes benchmarks/results/compute_peers.json (`python -m benchmarks.run --size compute` runs it
+too, after the MFU measurements, into the `peers` section of compute.json). The work is fixed-length in every arm, so each
 framework does the same sampling and the same training tokens:
 
 - Prompts of random characters (one token each), rendered by the same chat template: the
@@ -152,12 +152,13 @@ def peers(model_dir: Path, rounds: int = 2, steps: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from benchmarks.compute import RESULT, Shape, make_model
+    from benchmarks.compute import Shape, make_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3, help="steps per run, the first untimed")
-    ap.add_argument("--out", type=Path, default=RESULT, help="the compute result file whose `peers` this writes")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "compute_peers.json",
+                    help="the result file whose `peers` section this writes")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
     model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", Shape())
