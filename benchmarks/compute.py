@@ -218,9 +218,8 @@ def flops_generate(shape: Shape, prompts: int, samples: int, P: int, C: int) -> 
 @torch.no_grad()
 def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8, P: int = 800, C: int = 256,
                repeats: int = 2) -> dict:
-    from transformers import DynamicCache
-
     from rolecall.engines.base import GenRequest
+    from rolecall.engines.decode_kv import buffer_cache, folded_decode
     from rolecall.engines.hf import HFEngine
     from rolecall.policies.model import attach_adapters, load_base
 
@@ -233,8 +232,7 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
             if "lora_B" in n:
                 p.normal_(0, 0.02)
     model.eval()
-    engine = HFEngine(model, tok)
-    engine.stop_ids = [-1]  # EOS ignored: every row runs its full budget in both arms (no token has id -1)
+    engine = HFEngine(model, tok, ignore_eos=True)  # every row runs its full budget in every arm
     rng = random.Random(1)
     # A prompt of exactly P tokens once rendered: a user message of P minus the template's tokens.
     overhead = len(tok(engine.render([{"role": "user", "content": ""}]), add_special_tokens=False)["input_ids"])
@@ -250,13 +248,21 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
         outs = engine.generate(reqs, temperature=0.7)
         assert all(len(o.completion_ids) == C for o in outs)
 
-    def bare(share_prompts: bool):
+    def bare(share_prompts: bool, transformers_cache: bool = False):
         """Prefill (each distinct prompt once when `share_prompts`, as the engine does; else every
-        row), then argmax decoding with the KV cache: the least a decode loop can do."""
+        row), then argmax decoding with the KV cache: the least a decode loop can do, on the same
+        cache and attention as the engine, or with `transformers_cache` on transformers' dynamic
+        cache and SDPA (what the engine's cache and attention gain; these prompts have no padding,
+        so transformers' SDPA needs no key repeat here and the gain is the cache's)."""
+        from contextlib import nullcontext
+
+        from transformers import DynamicCache
+
         from rolecall.policies.lora_router import router_for
 
-        with router_for(model).policy("agg"):
-            cache = DynamicCache(config=model.config)
+        with router_for(model).policy("agg"), (nullcontext() if transformers_cache else folded_decode(model)):
+            # the engine's cache and decode attention, or transformers' own
+            cache = DynamicCache(config=model.config) if transformers_cache else buffer_cache(model.config, P + C)
             first = input_ids[::samples] if share_prompts else input_ids
             out = model(input_ids=first, attention_mask=attn[: len(first)], past_key_values=cache, use_cache=True,
                         logits_to_keep=1)
@@ -278,6 +284,7 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
     mixed = [GenRequest(r.messages, adapters[i % len(adapters)], C) for i, r in enumerate(distinct)]
 
     arms = {"engine": engine_run, "bare_shared_prefill": lambda: bare(True), "bare_every_row": lambda: bare(False),
+            "bare_transformers_cache": lambda: bare(True, transformers_cache=True),
             "one_adapter": lambda: engine.generate(distinct, temperature=0.7),
             "three_adapters_mixed": lambda: engine.generate(mixed, temperature=0.7)}
     times: dict[str, list[float]] = {k: [] for k in arms}
@@ -288,9 +295,10 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
             times[k].append(_once(fn))
     prefill_f, decode_f = flops_generate(shape, prompts, samples, P, C)
     t_prefill = _once(lambda: engine._prefill(input_ids, attn, ["agg"] * B))
-    te, tb, tr, one, mix = (median(times[k]) for k in arms)
+    te, tb, tr, tt, one, mix = (median(times[k]) for k in arms)
     return {"rows": B, "distinct_prompts": prompts, "prompt_tokens": P, "completion_tokens": C,
             "engine_s": round(te, 3), "bare_loop_shared_prefill_s": round(tb, 3), "bare_loop_every_row_s": round(tr, 3),
+            "bare_loop_transformers_cache_s": round(tt, 3), "cache_and_attention_gain": round(tt / tb, 3),
             "engine_vs_bare": round(tb / te, 3), "one_adapter_distinct_prompts_s": round(one, 3),
             "three_adapters_mixed_s": round(mix, 3), "mixed_adapter_ratio": round(one / mix, 3),
             "prefill_s": round(t_prefill, 3),
