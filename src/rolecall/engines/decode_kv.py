@@ -22,6 +22,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from rolecall.policies.attention import attention_as
+
 NAME = "rolecall_folded_decode"
 
 
@@ -89,28 +91,13 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     return out.reshape(B, 1, H, d), None
 
 
-_registered = False
-
-
 @contextmanager
 def folded_decode(model):
     """Within: the model's one-token attention folds grouped query heads (see module doc). Only
     where the model runs transformers' SDPA on CPU; elsewhere nothing changes."""
-    global _registered
-    cfg = model.config
-    before = getattr(cfg, "_attn_implementation", None)
-    if before != "sdpa" or model.device.type != "cpu":
+    if getattr(model.config, "_attn_implementation", None) != "sdpa" or model.device.type != "cpu":
         yield
         return
-    if not _registered:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
-        AttentionInterface.register(NAME, lambda *a, **k: _attention(*a, **k))  # looked up per call
-        AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
-        _registered = True
-    cfg._attn_implementation = NAME
-    try:
+    # looked up per call, so a test can watch it
+    with attention_as(model, NAME, lambda *a, **k: _attention(*a, **k), mask_like="sdpa"):
         yield
-    finally:
-        cfg._attn_implementation = before

@@ -27,6 +27,8 @@ from contextlib import contextmanager
 
 import torch
 
+from rolecall.policies.attention import attention_as
+
 NAME = "rolecall_shared_prefix"
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _flash_backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -118,18 +120,6 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
     return out.transpose(1, 2).contiguous(), None
 
 
-_registered = False
-
-
-def _register() -> None:
-    global _registered
-    if not _registered:
-        from transformers import AttentionInterface
-
-        AttentionInterface.register(NAME, _attention)
-        _registered = True
-
-
 def usable(model, device: torch.device) -> bool:
     """The split attention serves this model: CPU, full attention in every layer (no sliding
     window), a float dtype the CPU flash kernels take, and a DynamicCache-style layer list."""
@@ -147,14 +137,11 @@ def usable(model, device: torch.device) -> bool:
 def attending(model, cache, prompt_of_B: torch.Tensor, n_prompt_U: torch.Tensor):
     """Within: the model's attention reads the prompt keys of `cache` (one layer list, [U, h, Wp, d]
     left-padded, `n_prompt_U` real tokens each) for row b's prompt `prompt_of_B[b]`. The model is
-    called with `attention_mask=NO_MASK` and no cache: the split attention needs no mask."""
-    _register()
-    cfg = model.config
-    before = cfg._attn_implementation
+    called with the yielded value as `attention_mask` (no masks: the split attention needs none)
+    and no cache."""
     token = _PREFIX.set({"cache": cache, "prompt_of_B": prompt_of_B, "n_prompt_U": n_prompt_U})
-    cfg._attn_implementation = NAME
     try:
-        yield {t: None for t in (getattr(cfg, "layer_types", None) or ["full_attention"])}
+        with attention_as(model, NAME, _attention):
+            yield {t: None for t in (getattr(model.config, "layer_types", None) or ["full_attention"])}
     finally:
-        cfg._attn_implementation = before
         _PREFIX.reset(token)
