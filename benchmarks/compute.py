@@ -1,7 +1,7 @@
 """Speed where compute dominates: a 28 M-parameter Qwen3-shaped model (random weights) on
 multi-agent-length work, model-FLOP utilization against the machine's measured matmul rate.
 
-    python -m benchmarks.compute            # ~50 minutes on 2 cores (--no-peers: ~12)
+    python -m benchmarks.compute            # ~60 minutes on 2 cores (--no-peers: ~20)
     python -m benchmarks.run --size compute # the same, from the benchmark runner
 
 Writes benchmarks/results/compute.json. What it measures, in one process, 2 threads:
@@ -19,6 +19,7 @@ Writes benchmarks/results/compute.json. What it measures, in one process, 2 thre
    batch whose rows use 3 adapters vs the same batch on one (distinct prompts).
 4. A profile of the training phase (torch.profiler): where the time goes by operator.
 5. Scaling with the completion length and the number of policies (time, peak memory).
+   IP vs SP for whole training steps of the default voting workflow on this model.
 6. The peer ratios on the same model: TRL's GRPOTrainer and CoMLRL's MAGRPO against rolecall on
    identical fixed-length work (compute_peers.py).
 
@@ -349,6 +350,23 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
             "peak_rss_mb": _peak_rss_mb()}
 
 
+def ip_sp(model_dir: Path, steps: int = 2) -> dict:
+    """IP vs SP for whole training steps on this model: the default voting workflow (3
+    generators, an aggregator that reads their 3 candidates of 256 tokens), 1 problem x 4
+    samples, every turn 256 tokens (EOS ignored), short random problems; the reward is the
+    final answer's share of digits, so no group has zero advantages. Isolated-Policy trains an
+    adapter per role, Shared-Policy one for both; the two alternate step by step."""
+    from benchmarks.compute_peers import _data_overrides, _dataset
+    from benchmarks.run import ip_sp_cost
+
+    with tempfile.TemporaryDirectory(prefix="rc-ipsp-") as tmp:
+        data = _dataset(Path(tmp), 64, 120)
+        extra = (*_data_overrides(model_dir, data), "reward.name=benchmarks.compute_peers:digit_share_reward",
+                 "rollout.max_new_tokens=256", "rollout.group_size=4", "rollout.problems_per_step=1",
+                 "train.threads=2")
+        return ip_sp_cost(steps, extra)
+
+
 def _peak_rss_mb() -> float:
     """This process's peak RSS since its exec (VmHWM). Not `ru_maxrss`: that one survives exec,
     so a process started from a large parent reports the parent's size."""
@@ -422,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = None if args.no_scaling else scaling(model_dir)
     if scale:
         print(f"scaling: {scale}", flush=True)
+    cost = ip_sp(model_dir)
+    print(f"IP/SP: {cost['ip_sp_cost_ratio']:.3f}", flush=True)
     peers = None
     if not args.no_peers:
         from benchmarks.compute_peers import peers as peer_ratios
@@ -432,10 +452,11 @@ def main(argv: list[str] | None = None) -> int:
            f"{torch.get_num_threads()} threads, torch {torch.__version__}",
            "model": {"parameters_m": round(n_params / 1e6, 2), "n_lin_m": round(shape.n_lin / 1e6, 2),
                      **shape.__dict__},
-           "matmul_limit": limit, "training_phase": train, "generation": gen, "scaling": scale,
+           "matmul_limit": limit, "training_phase": train, "generation": gen, "scaling": scale, "ip_sp": cost,
            "peers": peers,
            "goals": {"training_mfu": ">= 0.60", "engine_vs_bare": ">= 0.80", "trl_ratio": ">= 1.5",
-                     "comlrl_ratio": ">= 2", "mixed_adapter_ratio": ">= 0.9"},
+                     "comlrl_ratio": ">= 2", "mixed_adapter_ratio": ">= 0.9",
+                     "ip_sp_cost_ratio": "<= 1.05"},
            "wall_s": round(time.time() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
