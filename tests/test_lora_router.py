@@ -7,6 +7,7 @@ import torch
 
 from rolecall.engines.base import GenRequest
 from rolecall.engines.hf import HFEngine
+from rolecall.policies.lora_linear import lora_linear
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import attach_adapters, load_base
 
@@ -134,3 +135,49 @@ def test_mixed_training_forward_gives_each_adapter_the_gradient_of_its_own_rows(
     for p in lora.values():
         p.grad = None
         p.requires_grad_(False)
+
+
+def test_one_policy_training_gradients_equal_peft(three_adapters, monkeypatch):
+    """The router's single-adapter forward (a fused base + LoRA node) gives PEFT's gradients,
+    for the adapter and for the input embeddings."""
+    import rolecall.policies.lora_router as lora_router
+
+    model, _ = three_adapters
+    fused = []
+    monkeypatch.setattr(lora_router, "lora_linear", lambda *a: fused.append(1) or lora_linear(*a))
+    router = router_for(model)
+    x = torch.randint(5, 30, (3, 7))
+    w = torch.randn(3, 7, model.config.vocab_size)
+    lora_c = {n: p for n, p in model.named_parameters() if "lora_" in n and ".c." in n}
+    emb = model.get_input_embeddings()(x).detach()
+
+    def grads(run):
+        inputs = emb.clone().requires_grad_(True)
+        for p in lora_c.values():
+            p.requires_grad_(True)
+            p.grad = None
+        with run():
+            (model(inputs_embeds=inputs).logits * w).sum().backward()
+        out = {n: p.grad.clone() for n, p in lora_c.items()}
+        for p in lora_c.values():
+            p.grad = None
+            p.requires_grad_(False)
+        return out, inputs.grad
+
+    from contextlib import contextmanager
+
+    @contextmanager
+    def peft_c():
+        model.set_adapter("c")
+        try:
+            yield
+        finally:
+            model.set_adapter("a")
+
+    want, want_x = grads(peft_c)
+    got, got_x = grads(lambda: router.policy("c"))
+    assert fused  # the fused node ran
+    for n in want:
+        torch.testing.assert_close(got[n], want[n], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got_x, want_x, atol=1e-4, rtol=1e-4)
+    assert all(want[n].abs().max() > 0 for n in want if "lora_B" in n)

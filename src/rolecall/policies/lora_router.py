@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
+from rolecall.policies.lora_linear import fusable, lora_linear
 from rolecall.policies.routing import BASE_POLICY
 
 _ATTR = "_rolecall_lora_router"
@@ -196,32 +197,30 @@ class LoraRouter:
             mode = router.mode
             if mode is None:
                 return peft_forward(layer, x, *args, **kwargs)
-            result = base(x, *args, **kwargs)
-            if mode.kind == "base":
-                return result
+            if mode.kind == "base" or (mode.kind == "single" and mode.adapter not in layer.lora_A) \
+                    or (mode.kind != "single" and not mode.adapters):
+                # the bare base; or a layer this adapter does not target (PEFT skips it too)
+                return base(x, *args, **kwargs)
             if mode.kind == "single":
                 a = mode.adapter
-                if a not in layer.lora_A:  # a layer this adapter does not target (PEFT skips it too)
-                    return result
-                lora_A = layer.lora_A[a].weight
-                # The scaling goes on the r-wide hidden units, not the layer-wide output: r
-                # multiplies per token instead of `out`, and the add fuses into one addmm.
-                h = F.linear(layer.lora_dropout[a](_as(x, lora_A.dtype)), lora_A) * layer.scaling[a]
-                return _add_lora(result, h, layer.lora_B[a].weight)
-            if not mode.adapters:  # every row on the bare base
-                return result
-            if x.shape[0] != mode.block_B.shape[0]:
-                raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
-            if mode.frozen is not None:
-                A_cat, B_cat = mode.frozen.get(id(layer)) or mode.frozen.setdefault(id(layer), _cat_frozen(layer, mode.adapters))
+                dropout, A, B, scale = layer.lora_dropout[a], layer.lora_A[a].weight, layer.lora_B[a].weight, layer.scaling[a]
             else:
-                A_cat, B_cat = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
-            mask = mode.layer_masks.get(id(layer))
-            if mask is None:
-                mask = mode.layer_masks[id(layer)] = _mask(mode, layer)
-            # In place: linear's backward does not need its output, so autograd allows it.
-            h = F.linear(layer.lora_dropout[mode.adapters[0]](_as(x, A_cat.dtype)), A_cat).mul_(mask)
-            return _add_lora(result, h, B_cat)
+                if x.shape[0] != mode.block_B.shape[0]:
+                    raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
+                if mode.frozen is not None:
+                    A, B = mode.frozen.get(id(layer)) or mode.frozen.setdefault(id(layer), _cat_frozen(layer, mode.adapters))
+                else:
+                    A, B = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
+                scale = mode.layer_masks.get(id(layer))
+                if scale is None:
+                    scale = mode.layer_masks[id(layer)] = _mask(mode, layer)
+                dropout = layer.lora_dropout[mode.adapters[0]]
+            if not args and not kwargs and (mode.kind == "single" or x.dim() == 3) and fusable(base, dropout, x, A, B):
+                return lora_linear(x, base, A, B, scale)
+            # The scaling goes on the r-wide hidden units, not the layer-wide output (r multiplies
+            # per token instead of `out`), in place: linear's backward does not need its output.
+            h = F.linear(dropout(_as(x, A.dtype)), A).mul_(scale)
+            return _add_lora(base(x, *args, **kwargs), h, B)
         return forward
 
 
