@@ -309,7 +309,7 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
 
 
 def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int = 6,
-                  samples: int = 2, P: int = 800, repeats: int = 1) -> dict:
+                  samples: int = 2, P: int = 800, repeats: int = 1, micro_batch_tokens: int | None = None) -> dict:
     """One training update of `prompts` x `samples` rows with `completion`-token completions,
     the prompts dealt over `policies` adapters (prompt k trains policy k mod n, as each role
     has prompts of its own: the same work whatever n), all of them in each forward through
@@ -337,7 +337,8 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
         r.policy = names[(i // samples) % policies]
         by_policy[r.policy].append(r)
     rng = random.Random(0)
-    algo = AlgoCfg()  # the default micro-batch budget (16,384 padded tokens): what a run gets
+    # the default micro-batch budget (16,384 padded tokens) is what a run gets
+    algo = AlgoCfg() if micro_batch_tokens is None else AlgoCfg(micro_batch_tokens=micro_batch_tokens)
 
     def run():
         update_policies(model, by_policy, optims, algo, OptimCfg(), pad_id=tok.pad_token_id, temperature=0.7,
@@ -345,7 +346,8 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
 
     seconds = _time(run, repeats)
     flops = flops_train(shape, prompts, samples, P, completion)
-    return {"completion_tokens": completion, "policies": policies, "rows": len(rows), "seconds": round(seconds, 3),
+    return {"completion_tokens": completion, "policies": policies, "rows": len(rows),
+            "micro_batch_tokens": algo.micro_batch_tokens, "seconds": round(seconds, 3),
             "achieved_gflops": round(flops / seconds / 1e9, 1),
             "peak_rss_mb": _peak_rss_mb()}
 
@@ -378,13 +380,16 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def scaling(model_dir: Path, completions=(256, 512, 1024, 2048), policies=(1, 2, 3, 6)) -> dict:
+def scaling(model_dir: Path, completions=(256, 512, 1024, 2048), policies=(1, 2, 3, 6),
+            micro_batches=(8192, 4096)) -> dict:
     """Each point in a process of its own (its peak RSS is its own): time and memory against
-    the completion length (1 policy) and the number of policies (256-token completions)."""
+    the completion length (1 policy), the number of policies (256-token completions), and the
+    micro-batch budget at the longest completions (what bounds the activations' memory)."""
     import subprocess
 
-    def point(c: int, n: int) -> dict:
-        cmd = [sys.executable, "-m", "benchmarks.compute", "--point", f"{c},{n}", "--model", str(model_dir)]
+    def point(c: int, n: int, mbt: int | None = None) -> dict:
+        spec = f"{c},{n}" if mbt is None else f"{c},{n},{mbt}"
+        cmd = [sys.executable, "-m", "benchmarks.compute", "--point", spec, "--model", str(model_dir)]
         out = subprocess.run(cmd, cwd=HERE.parent, capture_output=True, text=True, timeout=1800)
         if out.returncode != 0:
             raise RuntimeError(f"scaling point {c},{n} failed: {out.stderr[-2000:]}")
@@ -395,7 +400,8 @@ def scaling(model_dir: Path, completions=(256, 512, 1024, 2048), policies=(1, 2,
     one = by_policies[0]["seconds"]
     for row in by_policies:
         row["time_vs_one_policy"] = round(row["seconds"] / one, 3)
-    return {"by_completion_length": by_length, "by_policies": by_policies}
+    by_budget = [by_length[-1]] + [point(completions[-1], 1, m) for m in micro_batches]
+    return {"by_completion_length": by_length, "by_policies": by_policies, "by_micro_batch_tokens": by_budget}
 
 
 def _once(fn) -> float:
@@ -416,8 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     shape = Shape()
     if args.point:
-        c, n = map(int, args.point.split(","))
-        print(json.dumps(scaling_point(args.model, shape, c, n)))
+        c, n, *mbt = map(int, args.point.split(","))
+        print(json.dumps(scaling_point(args.model, shape, c, n, micro_batch_tokens=mbt[0] if mbt else None)))
         return 0
     t0 = time.time()
     model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", shape)
