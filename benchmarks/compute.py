@@ -1,7 +1,8 @@
 """Speed where compute dominates: a 28 M-parameter Qwen3-shaped model (random weights) on
 multi-agent-length work, model-FLOP utilization against the machine's measured matmul rate.
 
-    python -m benchmarks.compute            # ~60 minutes on 2 cores (--no-peers: ~20)
+    python -m benchmarks.compute            # ~60-75 minutes on 2 cores (--no-peers: ~30)
+    python -m benchmarks.compute --only training   # one part again, into the existing result file
     python -m benchmarks.run --size compute # the same, from the benchmark runner
 
 Writes benchmarks/results/compute.json. What it measures, in one process, 2 threads:
@@ -165,7 +166,12 @@ def flops_train(shape: Shape, prompts: int, samples: int, P: int, C: int) -> int
 
 
 def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
-                repeats: int = 3, profile: bool = True) -> dict:
+                repeats: int = 3, profile: bool = True, limit=None) -> dict:
+    """Seconds of one update (median of `repeats` after a warm-up). With `limit` (a function
+    giving the matmul limit in GFLOP/s), the limit is measured before every timed repeat and
+    after the last, and each repeat's MFU is taken against the mean of the two around it:
+    this VM's matmul rate drifts by a third within minutes, so one limit for the whole run
+    would not describe the minute a repeat ran in."""
     import rolecall
     from rolecall.train.loop import build_stack
     from rolecall.train.update import update_policies
@@ -182,11 +188,23 @@ def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 
         update_policies(stack.model, {policy: rows}, stack.optims, cfg.algo, cfg.optim, pad_id=stack.tok.pad_token_id,
                         temperature=0.7, rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
 
-    seconds = _time(run, repeats)
     flops = flops_train(shape, prompts, samples, P, C)
+    if limit is None:
+        seconds = _time(run, repeats)
+        mfu = {}
+    else:
+        run()  # warm-up
+        limits, times = [limit()], []
+        for _ in range(repeats):
+            times.append(_once(run))
+            limits.append(limit())
+        seconds = median(times)
+        per = [flops / t / 1e9 / ((a + b) / 2) for t, a, b in zip(times, limits, limits[1:])]
+        mfu = {"seconds_each": [round(t, 3) for t in times], "limit_gflops_around": [round(x, 1) for x in limits],
+               "mfu_each": [round(x, 3) for x in per], "mfu": round(median(per), 3)}
     out = {"prompts": prompts, "samples": samples, "prompt_tokens": P, "completion_tokens": C,
            "seconds": round(seconds, 3), "tflops_needed": round(flops / 1e12, 4),
-           "achieved_gflops": round(flops / seconds / 1e9, 1)}
+           "achieved_gflops": round(flops / seconds / 1e9, 1), **mfu}
     if profile:
         out["profile"] = _profile(run)
     stack.close()
@@ -352,7 +370,7 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
             "peak_rss_mb": _peak_rss_mb()}
 
 
-def ip_sp(model_dir: Path, steps: int = 2) -> dict:
+def ip_sp(model_dir: Path, steps: int = 4) -> dict:
     """IP vs SP for whole training steps on this model: the default voting workflow (3
     generators, an aggregator that reads their 3 candidates of 256 tokens), 1 problem x 4
     samples, every turn 256 tokens (EOS ignored), short random problems; the reward is the
@@ -416,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-peers", action="store_true", help="skip the TRL and CoMLRL ratios (compute_peers.py)")
+    ap.add_argument("--only", choices=("training", "ip_sp"),
+                    help="measure this part again and replace it in the existing result file")
     ap.add_argument("--point", help=argparse.SUPPRESS)  # "COMPLETION,POLICIES": one scaling point (internal)
     ap.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -427,21 +447,32 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.time()
     model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", shape)
+    if args.only:
+        doc = json.loads(args.out.read_text())
+        if args.only == "training":
+            part = doc["training_phase"] = train_phase(model_dir, shape, profile=not args.no_profile,
+                                                       limit=lambda: matmul_limit(shape)["model_shapes_gflops"])
+        else:
+            part = doc["ip_sp"] = ip_sp(model_dir)
+        part["measured"] = time.strftime("%Y-%m-%d %H:%M")
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"{args.only}: {({k: v for k, v in part.items() if k != 'profile'})}; wrote {args.out}")
+        return 0
     n_params = shape.n_lin + shape.hidden * shape.vocab
     print(f"model: {n_params / 1e6:.1f} M parameters ({shape})", flush=True)
     limit = matmul_limit(shape)
     print(f"matmul limit: {limit}", flush=True)
-    train = train_phase(model_dir, shape, profile=not args.no_profile)
-    # This VM's matmul rate drifts (73-105 GFLOP/s within a minute on a slow day): the limit is
-    # measured again after the phase and the MFU is taken against the mean of the two.
-    after = matmul_limit(shape)
-    limit["model_shapes_gflops_after_training"] = after["model_shapes_gflops"]
-    limit["model_shapes_gflops_mean"] = round((limit["model_shapes_gflops"] + after["model_shapes_gflops"]) / 2, 1)
-    train["mfu"] = round(train["achieved_gflops"] / limit["model_shapes_gflops_mean"], 3)
+    # This VM's matmul rate drifts (73-110 GFLOP/s within minutes on a slow day): each phase's
+    # MFU is taken against the limit measured right around it.
+    rate = lambda: matmul_limit(shape)["model_shapes_gflops"]  # noqa: E731
+    train = train_phase(model_dir, shape, profile=not args.no_profile, limit=rate)
     print(f"training phase: {({k: v for k, v in train.items() if k != 'profile'})}", flush=True)
+    before = rate()
     gen = generation(model_dir, shape)
-    gen["prefill_mfu"] = round(gen["prefill_gflops"] / limit["model_shapes_gflops_mean"], 3)
-    gen["decode_mfu"] = round(gen["decode_gflops"] / limit["model_shapes_gflops_mean"], 3)
+    around = (before + rate()) / 2
+    gen["limit_gflops_around"] = round(around, 1)
+    gen["prefill_mfu"] = round(gen["prefill_gflops"] / around, 3)
+    gen["decode_mfu"] = round(gen["decode_gflops"] / around, 3)
     print(f"generation: {gen}", flush=True)
     scale = None if args.no_scaling else scaling(model_dir)
     if scale:

@@ -176,6 +176,7 @@ def ip_sp_cost(steps: int = 4, extra: tuple[str, ...] = ()) -> dict:
         train_step(s, 1)  # warm-up
     per_ktok: dict[str, list[float]] = {"isolated": [], "shared": []}
     per_step: dict[str, list[float]] = {"isolated": [], "shared": []}
+    rollout: dict[str, list[float]] = {"isolated": [], "shared": []}  # of which generation and scoring
     for step in range(2, 2 + steps):
         for r in (("isolated", "shared") if step % 2 else ("shared", "isolated")):
             t0 = time.perf_counter()
@@ -183,12 +184,14 @@ def ip_sp_cost(steps: int = 4, extra: tuple[str, ...] = ()) -> dict:
             dt = time.perf_counter() - t0
             tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for e in eps for t in e.turns)
             per_step[r].append(dt)
+            rollout[r].append(row["time/rollout_s"])
             per_ktok[r].append(1000 * dt / tokens)
     return {"steps": steps, "ip_s_per_step": fmean(per_step["isolated"]), "sp_s_per_step": fmean(per_step["shared"]),
             "ip_s_per_ktoken": fmean(per_ktok["isolated"]), "sp_s_per_ktoken": fmean(per_ktok["shared"]),
             # IP's cost over SP's: above 1 when isolated adapters cost more per token
             "ip_sp_cost_ratio": fmean(per_ktok["isolated"]) / fmean(per_ktok["shared"]),
-            "ip_s_per_step_each": per_step["isolated"], "sp_s_per_step_each": per_step["shared"]}
+            "ip_s_per_step_each": per_step["isolated"], "sp_s_per_step_each": per_step["shared"],
+            "ip_rollout_s_each": rollout["isolated"], "sp_rollout_s_each": rollout["shared"]}
 
 
 GOALS = {"trl_throughput_ratio": (">=", 1.5), "comlrl_throughput_ratio": (">=", 2.0), "ip_sp_cost_ratio": ("<=", 1.05),
