@@ -166,9 +166,9 @@ def flops_train(shape: Shape, prompts: int, samples: int, P: int, C: int) -> int
 
 
 def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
-                repeats: int = 3, profile: bool = True, limit=None) -> dict:
-    """Seconds of one update (median of `repeats` after a warm-up). With `limit` (a function
-    giving the matmul limit in GFLOP/s), the limit is measured before every timed repeat and
+                repeats: int = 3, profile: bool = True, *, limit) -> dict:
+    """Seconds of one update (median of `repeats` after a warm-up). `limit` (a function giving
+    the matmul limit in GFLOP/s) is measured before every timed repeat and
     after the last, and each repeat's MFU is taken against the mean of the two around it:
     this VM's matmul rate drifts by a third within minutes, so one limit for the whole run
     would not describe the minute a repeat ran in."""
@@ -189,19 +189,15 @@ def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 
                         temperature=0.7, rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
 
     flops = flops_train(shape, prompts, samples, P, C)
-    if limit is None:
-        seconds = _time(run, repeats)
-        mfu = {}
-    else:
-        run()  # warm-up
-        limits, times = [limit()], []
-        for _ in range(repeats):
-            times.append(_once(run))
-            limits.append(limit())
-        seconds = median(times)
-        per = [flops / t / 1e9 / ((a + b) / 2) for t, a, b in zip(times, limits, limits[1:])]
-        mfu = {"seconds_each": [round(t, 3) for t in times], "limit_gflops_around": [round(x, 1) for x in limits],
-               "mfu_each": [round(x, 3) for x in per], "mfu": round(median(per), 3)}
+    run()  # warm-up
+    limits, times = [limit()], []
+    for _ in range(repeats):
+        times.append(_once(run))
+        limits.append(limit())
+    seconds = median(times)
+    per = [flops / t / 1e9 / ((a + b) / 2) for t, a, b in zip(times, limits, limits[1:])]
+    mfu = {"seconds_each": [round(t, 3) for t in times], "limit_gflops_around": [round(x, 1) for x in limits],
+           "mfu_each": [round(x, 3) for x in per], "mfu": round(median(per), 3)}
     out = {"prompts": prompts, "samples": samples, "prompt_tokens": P, "completion_tokens": C,
            "seconds": round(seconds, 3), "tflops_needed": round(flops / 1e12, 4),
            "achieved_gflops": round(flops / seconds / 1e9, 1), **mfu}
@@ -447,11 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.time()
     model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", shape)
+    # This VM's matmul rate drifts (73-125 GFLOP/s within minutes on a slow day): each phase's
+    # MFU is taken against the limit measured right around it.
+    rate = lambda: matmul_limit(shape)["model_shapes_gflops"]  # noqa: E731
     if args.only:
         doc = json.loads(args.out.read_text())
         if args.only == "training":
-            part = doc["training_phase"] = train_phase(model_dir, shape, profile=not args.no_profile,
-                                                       limit=lambda: matmul_limit(shape)["model_shapes_gflops"])
+            part = doc["training_phase"] = train_phase(model_dir, shape, profile=not args.no_profile, limit=rate)
         else:
             part = doc["ip_sp"] = ip_sp(model_dir)
         part["measured"] = time.strftime("%Y-%m-%d %H:%M")
@@ -462,9 +460,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {n_params / 1e6:.1f} M parameters ({shape})", flush=True)
     limit = matmul_limit(shape)
     print(f"matmul limit: {limit}", flush=True)
-    # This VM's matmul rate drifts (73-110 GFLOP/s within minutes on a slow day): each phase's
-    # MFU is taken against the limit measured right around it.
-    rate = lambda: matmul_limit(shape)["model_shapes_gflops"]  # noqa: E731
     train = train_phase(model_dir, shape, profile=not args.no_profile, limit=rate)
     print(f"training phase: {({k: v for k, v in train.items() if k != 'profile'})}", flush=True)
     before = rate()

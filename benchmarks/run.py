@@ -172,20 +172,24 @@ def ip_sp_cost(steps: int = 4, extra: tuple[str, ...] = ()) -> dict:
     from rolecall.train.loop import build_stack, train_step
 
     stacks = {r: build_stack(load_config(None, [f"routing={r}", *extra])) for r in ("isolated", "shared")}
-    for s in stacks.values():
-        train_step(s, 1)  # warm-up
-    per_ktok: dict[str, list[float]] = {"isolated": [], "shared": []}
-    per_step: dict[str, list[float]] = {"isolated": [], "shared": []}
-    rollout: dict[str, list[float]] = {"isolated": [], "shared": []}  # of which generation and scoring
-    for step in range(2, 2 + steps):
-        for r in (("isolated", "shared") if step % 2 else ("shared", "isolated")):
-            t0 = time.perf_counter()
-            row, eps = train_step(stacks[r], step)
-            dt = time.perf_counter() - t0
-            tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for e in eps for t in e.turns)
-            per_step[r].append(dt)
-            rollout[r].append(row["time/rollout_s"])
-            per_ktok[r].append(1000 * dt / tokens)
+    try:
+        for s in stacks.values():
+            train_step(s, 1)  # warm-up
+        per_ktok: dict[str, list[float]] = {"isolated": [], "shared": []}
+        per_step: dict[str, list[float]] = {"isolated": [], "shared": []}
+        rollout: dict[str, list[float]] = {"isolated": [], "shared": []}  # of which generation and scoring
+        for step in range(2, 2 + steps):
+            for r in (("isolated", "shared") if step % 2 else ("shared", "isolated")):
+                t0 = time.perf_counter()
+                row, eps = train_step(stacks[r], step)
+                dt = time.perf_counter() - t0
+                tokens = sum(len(t.prompt_ids) + len(t.completion_ids) for e in eps for t in e.turns)
+                per_step[r].append(dt)
+                rollout[r].append(row["time/rollout_s"])
+                per_ktok[r].append(1000 * dt / tokens)
+    finally:  # the verifier workers of both stacks
+        for s in stacks.values():
+            s.close()
     return {"steps": steps, "ip_s_per_step": fmean(per_step["isolated"]), "sp_s_per_step": fmean(per_step["shared"]),
             "ip_s_per_ktoken": fmean(per_ktok["isolated"]), "sp_s_per_ktoken": fmean(per_ktok["shared"]),
             # IP's cost over SP's: above 1 when isolated adapters cost more per token

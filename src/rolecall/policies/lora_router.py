@@ -215,6 +215,7 @@ class LoraRouter:
                 if scale is None:
                     scale = mode.layer_masks[id(layer)] = _mask(mode, layer)
                 dropout = layer.lora_dropout[mode.adapters[0]]
+            # (a row mask [B, 1, n·r] lines up with [B, T, in] inputs only)
             if not args and not kwargs and (mode.kind == "single" or x.dim() == 3) and fusable(base, dropout, x, A, B):
                 return lora_linear(x, base, A, B, scale)
             # The scaling goes on the r-wide hidden units, not the layer-wide output (r multiplies
