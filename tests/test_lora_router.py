@@ -181,3 +181,49 @@ def test_one_policy_training_gradients_equal_peft(three_adapters, monkeypatch):
         torch.testing.assert_close(got[n], want[n], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(got_x, want_x, atol=1e-4, rtol=1e-4)
     assert all(want[n].abs().max() > 0 for n in want if "lora_B" in n)
+
+
+def test_mixed_pass_whose_rows_are_one_adapter_runs_that_adapter_alone(three_adapters, monkeypatch):
+    """A training pass of a mixed block whose rows are all on one adapter takes that adapter's
+    own path (not the n x r-wide concatenation): PEFT's logits, the one-policy gradients, and
+    no gradient for the other adapters. A pass with two adapters' rows still mixes."""
+    import rolecall.policies.lora_router as lora_router
+
+    model, _ = three_adapters
+    router = router_for(model)
+    x = torch.randint(5, 30, (4, 6))
+    w = torch.randn(4, 6, model.config.vocab_size)
+    lora = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    widths = []
+    monkeypatch.setattr(lora_router, "lora_linear",
+                        lambda x_, base, A, B, s: widths.append(A.shape[0]) or lora_linear(x_, base, A, B, s))
+
+    def grads(run, rows=None):
+        for p in lora.values():
+            p.requires_grad_(True)
+            p.grad = None
+        with run() as set_rows:
+            if rows is not None:
+                set_rows(torch.tensor(rows))
+            logits = model(input_ids=x).logits
+        (logits * w).sum().backward()
+        out = {n: None if p.grad is None else p.grad.clone() for n, p in lora.items()}
+        for p in lora.values():
+            p.grad = None
+            p.requires_grad_(False)
+        return logits.detach(), out
+
+    widths.clear()
+    got, got_g = grads(lambda: router.mixed(["a", "b", "c"]), [2, 2, 2, 2])
+    assert widths and set(widths) == {2}  # adapter c alone (rank 2), not the 4 + 4 + 2 concatenation
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(input_ids=x, adapter_names=["c"] * 4).logits, atol=1e-5, rtol=0)
+    _, want_g = grads(lambda: router.policy("c"))
+    for n, g in want_g.items():
+        if ".c." in n:
+            torch.testing.assert_close(got_g[n], g, atol=1e-4, rtol=1e-4)
+        else:
+            assert g is None and got_g[n] is None
+    widths.clear()
+    grads(lambda: router.mixed(["a", "b", "c"]), [2, 0, 2, 2])
+    assert widths and set(widths) == {10}

@@ -51,6 +51,7 @@ class _Mode:
     block_B: torch.Tensor | None = None  # rows: adapter index per row, -1 = bare base
     frozen: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None  # A_cat, B_cat per layer, read once a block
     weights: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # else: this pass's read
+    only: str | None = None  # rows, not frozen: the one adapter every row of this call is on, if so
     masks: dict[tuple, torch.Tensor] = field(default_factory=dict)  # per (rank, scaling) layout, for block_B
     layer_masks: dict[int, torch.Tensor] = field(default_factory=dict)  # the same, looked up per layer
 
@@ -169,6 +170,12 @@ class LoraRouter:
 
         def set_rows(index_B: torch.Tensor, new_pass: bool = True) -> None:
             mode.block_B, mode.masks, mode.layer_masks = index_B, {}, {}
+            # A call whose rows are all on one adapter runs that adapter alone: the mix would
+            # multiply by n x r hidden units, n - 1 blocks of them masked to zero (in a
+            # training step, the mini-batches after the first are often one policy's rows).
+            # Not in a frozen block, which reads the weights once for FSDP's gathered shards.
+            first = int(index_B[0]) if index_B.numel() and not frozen else -1
+            mode.only = adapters[first] if first >= 0 and bool((index_B == first).all()) else None
             if new_pass:
                 mode.weights = {}
 
@@ -201,12 +208,12 @@ class LoraRouter:
                     or (mode.kind != "single" and not mode.adapters):
                 # the bare base; or a layer this adapter does not target (PEFT skips it too)
                 return base(x, *args, **kwargs)
-            if mode.kind == "single":
-                a = mode.adapter
+            if mode.kind != "single" and x.shape[0] != mode.block_B.shape[0]:
+                raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
+            if mode.kind == "single" or mode.only is not None:
+                a = mode.adapter if mode.kind == "single" else mode.only
                 dropout, A, B, scale = layer.lora_dropout[a], layer.lora_A[a].weight, layer.lora_B[a].weight, layer.scaling[a]
             else:
-                if x.shape[0] != mode.block_B.shape[0]:
-                    raise RuntimeError(f"lora router: batch of {x.shape[0]} rows where {mode.block_B.shape[0]} were routed")
                 if mode.frozen is not None:
                     A, B = mode.frozen.get(id(layer)) or mode.frozen.setdefault(id(layer), _cat_frozen(layer, mode.adapters))
                 else:
@@ -216,7 +223,7 @@ class LoraRouter:
                     scale = mode.layer_masks[id(layer)] = _mask(mode, layer)
                 dropout = layer.lora_dropout[mode.adapters[0]]
             # (a row mask [B, 1, n·r] lines up with [B, T, in] inputs only)
-            if not args and not kwargs and (mode.kind == "single" or x.dim() == 3) and fusable(base, dropout, x, A, B):
+            if not args and not kwargs and (not isinstance(scale, torch.Tensor) or x.dim() == 3) and fusable(base, dropout, x, A, B):
                 return lora_linear(x, base, A, B, scale)
             # The scaling goes on the r-wide hidden units, not the layer-wide output (r multiplies
             # per token instead of `out`), in place: linear's backward does not need its output.
