@@ -322,14 +322,12 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
             "engine_gflops": round((prefill_f + decode_f) / te / 1e9, 1)}
 
 
-def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int = 6,
-                  samples: int = 2, P: int = 800, repeats: int = 1, micro_batch_tokens: int | None = None) -> dict:
-    """One training update of `prompts` x `samples` rows with `completion`-token completions,
-    the prompts dealt over `policies` adapters (prompt k trains policy k mod n, as each role
-    has prompts of its own: the same work whatever n), all of them in each forward through
-    the LoRA router. Seconds and this process's peak RSS (run it in a process of its own to
-    read the peak of this point). A prompt shared by two adapters would be two prompts'
-    work, since the adapter changes its keys and values."""
+def update_setup(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int, samples: int,
+                 P: int = 800, micro_batch_tokens: int | None = None):
+    """A training update of `prompts` x `samples` rows with `completion`-token completions, the
+    prompts dealt over `policies` adapters (prompt k trains policy k mod n, as each role has
+    prompts of its own: the same work whatever n), all of them in each forward through the LoRA
+    router. Returns the update as a function of no arguments, its rows and its micro-batch budget."""
     from rolecall.config import AlgoCfg, OptimCfg
     from rolecall.policies.model import adapter_params, attach_adapters, load_base
     from rolecall.train.optim import build_optimizers
@@ -358,10 +356,19 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
         update_policies(model, by_policy, optims, algo, OptimCfg(), pad_id=tok.pad_token_id, temperature=0.7,
                         rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
 
+    return run, rows, algo.micro_batch_tokens
+
+
+def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int = 6,
+                  samples: int = 2, P: int = 800, repeats: int = 1, micro_batch_tokens: int | None = None) -> dict:
+    """One training update (`update_setup`): seconds and this process's peak RSS (run it in a
+    process of its own to read the peak of this point). A prompt shared by two adapters would be
+    two prompts' work, since the adapter changes its keys and values."""
+    run, rows, budget = update_setup(model_dir, shape, completion, policies, prompts, samples, P, micro_batch_tokens)
     seconds = _time(run, repeats)
     flops = flops_train(shape, prompts, samples, P, completion)
     return {"completion_tokens": completion, "policies": policies, "rows": len(rows),
-            "micro_batch_tokens": algo.micro_batch_tokens, "seconds": round(seconds, 3),
+            "micro_batch_tokens": budget, "seconds": round(seconds, 3),
             "achieved_gflops": round(flops / seconds / 1e9, 1),
             "peak_rss_mb": _peak_rss_mb()}
 
@@ -432,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip the TRL and CoMLRL ratios (compute_peers.py)")
     ap.add_argument("--only", choices=("training", "ip_sp"),
                     help="measure this part again and replace it in the existing result file")
+    ap.add_argument("--ip-sp-steps", type=int, default=4, metavar="N",
+                    help="step pairs for IP vs SP (about 2 minutes a pair here; more pairs resolve a smaller gap)")
     ap.add_argument("--point", help=argparse.SUPPRESS)  # "COMPLETION,POLICIES": one scaling point (internal)
     ap.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -451,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only == "training":
             part = doc["training_phase"] = train_phase(model_dir, shape, profile=not args.no_profile, limit=rate)
         else:
-            part = doc["ip_sp"] = ip_sp(model_dir)
+            part = doc["ip_sp"] = ip_sp(model_dir, args.ip_sp_steps)
         part["measured"] = time.strftime("%Y-%m-%d %H:%M")
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{args.only}: {({k: v for k, v in part.items() if k != 'profile'})}; wrote {args.out}")
@@ -472,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = None if args.no_scaling else scaling(model_dir)
     if scale:
         print(f"scaling: {scale}", flush=True)
-    cost = ip_sp(model_dir)
+    cost = ip_sp(model_dir, args.ip_sp_steps)
     print(f"IP/SP: {cost['ip_sp_cost_ratio']:.3f}", flush=True)
     peers = None
     if not args.no_peers:

@@ -190,10 +190,14 @@ def ip_sp_cost(steps: int = 4, extra: tuple[str, ...] = ()) -> dict:
     finally:  # the verifier workers of both stacks
         for s in stacks.values():
             s.close()
+    # Each step's pair ran back to back: their ratio cancels the drift between pairs, and the
+    # median of those ratios is not carried off by one step the machine slowed down.
+    pairs = [i / s for i, s in zip(per_ktok["isolated"], per_ktok["shared"])]
     return {"steps": steps, "ip_s_per_step": fmean(per_step["isolated"]), "sp_s_per_step": fmean(per_step["shared"]),
             "ip_s_per_ktoken": fmean(per_ktok["isolated"]), "sp_s_per_ktoken": fmean(per_ktok["shared"]),
             # IP's cost over SP's: above 1 when isolated adapters cost more per token
             "ip_sp_cost_ratio": fmean(per_ktok["isolated"]) / fmean(per_ktok["shared"]),
+            "ip_sp_pair_ratios": [round(r, 4) for r in pairs], "ip_sp_median_pair_ratio": median(pairs),
             "ip_s_per_step_each": per_step["isolated"], "sp_s_per_step_each": per_step["shared"],
             "ip_rollout_s_each": rollout["isolated"], "sp_rollout_s_each": rollout["shared"]}
 
