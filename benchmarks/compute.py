@@ -1,7 +1,7 @@
 """Speed where compute dominates: a 28 M-parameter Qwen3-shaped model (random weights) on
 multi-agent-length work, model-FLOP utilization against the machine's measured matmul rate.
 
-    python -m benchmarks.compute            # ~60-75 minutes on 2 cores (--no-peers: ~30)
+    python -m benchmarks.compute            # ~75-90 minutes on 2 cores (--no-peers: ~45)
     python -m benchmarks.compute --only training   # one part again, into the existing result file
     python -m benchmarks.run --size compute # the same, from the benchmark runner
 
@@ -373,7 +373,7 @@ def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int,
             "peak_rss_mb": _peak_rss_mb()}
 
 
-def ip_sp(model_dir: Path, steps: int = 4) -> dict:
+def ip_sp(model_dir: Path, steps: int = 10) -> dict:
     """IP vs SP for whole training steps on this model: the default voting workflow (3
     generators, an aggregator that reads their 3 candidates of 256 tokens), 1 problem x 4
     samples, every turn 256 tokens (EOS ignored), short random problems; the reward is the
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip the TRL and CoMLRL ratios (compute_peers.py)")
     ap.add_argument("--only", choices=("training", "ip_sp"),
                     help="measure this part again and replace it in the existing result file")
-    ap.add_argument("--ip-sp-steps", type=int, default=4, metavar="N",
+    ap.add_argument("--ip-sp-steps", type=int, default=10, metavar="N",
                     help="step pairs for IP vs SP (about 2 minutes a pair here; more pairs resolve a smaller gap)")
     ap.add_argument("--point", help=argparse.SUPPRESS)  # "COMPLETION,POLICIES": one scaling point (internal)
     ap.add_argument("--model", type=Path, help=argparse.SUPPRESS)
