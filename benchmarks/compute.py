@@ -165,20 +165,16 @@ def flops_train(shape: Shape, prompts: int, samples: int, P: int, C: int) -> int
     return forward + backward + 2 * head
 
 
-def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
-                repeats: int = 3, profile: bool = True, *, limit) -> dict:
-    """Seconds of one update (median of `repeats` after a warm-up). `limit` (a function giving
-    the matmul limit in GFLOP/s) is measured before every timed repeat and
-    after the last, and each repeat's MFU is taken against the mean of the two around it:
-    this VM's matmul rate drifts by a third within minutes, so one limit for the whole run
-    would not describe the minute a repeat ran in."""
+def stack_update(overrides: dict, prompts: int, samples: int, P: int, C: int):
+    """The update a training step runs (`update_policies`, one on-policy mini-batch, basic
+    diagnostics) on a `single` run's stack with `overrides`, over `prompts` x `samples` random
+    rows of P + C tokens. Returns it as a function of no arguments, and the stack (close it)."""
     import rolecall
     from rolecall.train.loop import build_stack
     from rolecall.train.update import update_policies
 
-    cfg = rolecall.make_config({"model": {"path": str(model_dir)}, "workflow": {"name": "single"},
-                                "lora": {"r": shape.lora_r, "alpha": 2 * shape.lora_r},
-                                "train": {"threads": 2, "diagnostics": "basic"}})
+    cfg = rolecall.make_config({"workflow": {"name": "single"}, **overrides,
+                                "train": {"diagnostics": "basic", **overrides.get("train", {})}})
     stack = build_stack(cfg)
     policy = stack.routing.trainable[0]
     rows = _rows(len(stack.tok), prompts, samples, P, C, policy)
@@ -188,6 +184,19 @@ def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 
         update_policies(stack.model, {policy: rows}, stack.optims, cfg.algo, cfg.optim, pad_id=stack.tok.pad_token_id,
                         temperature=0.7, rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
 
+    return run, stack
+
+
+def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
+                repeats: int = 3, profile: bool = True, *, limit) -> dict:
+    """Seconds of one update (median of `repeats` after a warm-up). `limit` (a function giving
+    the matmul limit in GFLOP/s) is measured before every timed repeat and
+    after the last, and each repeat's MFU is taken against the mean of the two around it:
+    this VM's matmul rate drifts by a third within minutes, so one limit for the whole run
+    would not describe the minute a repeat ran in."""
+    run, stack = stack_update({"model": {"path": str(model_dir)},
+                               "lora": {"r": shape.lora_r, "alpha": 2 * shape.lora_r}, "train": {"threads": 2}},
+                              prompts, samples, P, C)
     flops = flops_train(shape, prompts, samples, P, C)
     run()  # warm-up
     limits, times = [limit()], []

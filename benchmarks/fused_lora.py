@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import tempfile
 import time
@@ -32,29 +31,10 @@ from statistics import median
 import torch
 
 import rolecall.policies.lora_router as router_module
-from benchmarks.compute import Shape, _rows, make_model, update_setup
+from benchmarks.compute import Shape, make_model, stack_update, update_setup
 
 HERE = Path(__file__).resolve().parent
 FUSED = router_module.fusable
-
-
-def _embedded_update():
-    import rolecall
-    from rolecall.train.loop import build_stack
-    from rolecall.train.update import update_policies
-
-    cfg = rolecall.make_config({"workflow": {"name": "single"}, "train": {"threads": 1, "diagnostics": "basic"}})
-    stack = build_stack(cfg)
-    policy = stack.routing.trainable[0]
-    rows = _rows(len(stack.tok), 8, 8, 120, 48, policy)
-    rng = random.Random(0)
-
-    def run():
-        update_policies(stack.model, {policy: rows}, stack.optims, cfg.algo, cfg.optim,
-                        pad_id=stack.tok.pad_token_id, temperature=0.7, rng=rng, mini_batch_rows=None,
-                        kl_ref=False, grad_shares=False)
-
-    return run, stack.close
 
 
 def alternate(run, pairs: int) -> dict:
@@ -99,12 +79,13 @@ def main(argv: list[str] | None = None) -> int:
                         **alternate(run, args.pairs)}
             print(f"{key}: {doc[key]}", flush=True)
     torch.set_num_threads(1)
-    run, close = _embedded_update()
+    # the embedded default model
+    run, stack = stack_update({"train": {"threads": 1}}, 8, 8, 120, 48)
     try:
         doc["embedded"] = {"rows": 64, "prompt_tokens": 120, "completion_tokens": 48, "threads": 1,
                            **alternate(run, args.embedded_pairs)}
     finally:
-        close()
+        stack.close()
     print(f"embedded: {doc['embedded']}", flush=True)
     doc["wall_s"] = round(time.time() - t_start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
