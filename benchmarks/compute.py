@@ -434,6 +434,14 @@ def scaling(model_dir: Path, completions=(256, 512, 1024, 2048), policies=(1, 2,
     return {"by_completion_length": by_length, "by_policies": by_policies, "by_micro_batch_tokens": by_budget}
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a count of at least 1."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def _once(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -448,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip the TRL and CoMLRL ratios (compute_peers.py)")
     ap.add_argument("--only", choices=("training", "ip_sp"),
                     help="measure this part again and replace it in the existing result file")
-    ap.add_argument("--ip-sp-steps", type=int, default=10, metavar="N",
+    ap.add_argument("--ip-sp-steps", type=positive_int, default=10, metavar="N",
                     help="step pairs for IP vs SP (about 2 minutes a pair here; more pairs resolve a smaller gap)")
     ap.add_argument("--point", help=argparse.SUPPRESS)  # "COMPLETION,POLICIES": one scaling point (internal)
     ap.add_argument("--model", type=Path, help=argparse.SUPPRESS)
@@ -460,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(scaling_point(args.model, shape, c, n, micro_batch_tokens=mbt[0] if mbt else None)))
         return 0
     t0 = time.time()
+    if args.only and not args.out.is_file():  # before the model is built
+        ap.error(f"--only {args.only} replaces one part of an existing result file, and {args.out} does not "
+                 "exist: run the whole command first, or name the file with --out")
     model_dir = make_model(Path(tempfile.mkdtemp(prefix="rc-compute-")) / "model", shape)
     # This VM's matmul rate drifts (73-125 GFLOP/s within minutes on a slow day): each phase's
     # MFU is taken against the limit measured right around it.

@@ -31,7 +31,7 @@ from statistics import median
 import torch
 
 import rolecall.policies.lora_router as router_module
-from benchmarks.compute import Shape, make_model, stack_update, update_setup
+from benchmarks.compute import Shape, make_model, positive_int, stack_update, update_setup
 
 HERE = Path(__file__).resolve().parent
 FUSED = router_module.fusable
@@ -64,8 +64,8 @@ def alternate(run, pairs: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "fused_lora.json")
-    ap.add_argument("--pairs", type=int, default=5, help="alternating pairs on the compute model")
-    ap.add_argument("--embedded-pairs", type=int, default=20)
+    ap.add_argument("--pairs", type=positive_int, default=5, help="alternating pairs on the compute model")
+    ap.add_argument("--embedded-pairs", type=positive_int, default=20, help="alternating pairs on the embedded model")
     args = ap.parse_args(argv)
     t_start = time.time()
     shape = Shape()
