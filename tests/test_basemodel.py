@@ -54,3 +54,64 @@ def test_the_oracle_plays_every_shipped_workflow():
                 else:
                     assert last_boxed(t.completion_text) is not None
     assert engine.examples
+
+
+def test_copy_drills_grade_only_the_second_writing_of_fresh_names():
+    from rolecall.basemodel.make import copy_drill
+    from rolecall.basemodel.tokenizer import build_tokenizer
+
+    tok, rng = build_tokenizer(), random.Random(0)
+    seen = set()
+    for _ in range(50):
+        ids, mask = copy_drill(rng, tok)
+        assert len(ids) == len(mask)
+        text = tok.decode(ids)
+        graded = "".join(tok.decode([i]) for i, m in zip(ids, mask) if m)
+        lines = text.splitlines()
+        assert len(lines) == 4 and graded == "".join(line.split(" | ")[1] + "\n" for line in lines)
+        for line in lines:
+            first, again = line.split(" | ")
+            assert first == again and 1 <= len(first.split()) <= 4
+            seen.update(first.split())
+    assert len(seen) > 400  # drawn afresh, not a fixed list the model could memorise
+
+
+def test_name_facts_ask_for_a_name_that_is_on_the_page_and_right():
+    """Each fact's graded name is written in its prompt, and is what the oracle's reading of the
+    passages gives: the named entity, the bridge, or the answer."""
+    from rolecall.basemodel.make import name_fact
+    from rolecall.basemodel.search_oracle import follow, parse_question
+    from rolecall.basemodel.tokenizer import build_tokenizer
+
+    tok, rng = build_tokenizer(), random.Random(3)
+    kinds = {"query": 0, "bridge": 0, "answer": 0}
+    for _ in range(300):
+        ids, mask = name_fact(rng, tok)
+        k = mask.index(1)
+        assert all(mask[k:]) and not any(mask[:k])
+        prompt, name = tok.decode(ids[:k]), tok.decode(ids[k:])
+        assert name.endswith("\n") and name.strip() in prompt
+        name = name.strip()
+        entity, first, second = parse_question(prompt)
+        if prompt.startswith("In which"):
+            kinds["query"] += 1
+            assert name == entity
+        elif prompt.endswith("Query: "):
+            kinds["bridge"] += 1
+            assert name == follow(prompt, entity, first)
+        else:
+            kinds["answer"] += 1
+            assert name == follow(prompt, follow(prompt, entity, first), second)
+    assert min(kinds.values()) > 70, kinds
+
+
+def test_search_transcripts_play_each_episode_on_its_own_world():
+    from rolecall.basemodel.make import search_transcripts
+
+    examples = search_transcripts(lambda msgs: msgs[-1]["content"], 12, OracleRates(), seed=5)
+    questions = {re.search(r"Question: (.*)", p).group(1) for p, _ in examples}
+    assert len(questions) == 12
+    assert all(last_boxed(c) for _, c in examples)
+    # a right searcher's query is a name on its page: the question's, or a passage's
+    searches = [(p, last_boxed(c)) for p, c in examples if p.startswith("Find evidence")]
+    assert sum(q in p for p, q in searches) / len(searches) > 0.5

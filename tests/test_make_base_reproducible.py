@@ -11,7 +11,7 @@ import torch
 from rolecall.basemodel.make import make_base
 
 SMALL = dict(fact_steps=2, fact_batch=4, batch=16, episodes_per_workflow=4, n_chat_facts=24, role_functions=48,
-             search_episodes=3)
+             search_episodes=3, n_copy_steps=2)
 
 
 def _build(out, seed: int) -> str:

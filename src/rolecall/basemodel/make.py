@@ -39,9 +39,10 @@ PRETRAINED: tuple[tuple[str, dict, float], ...] = (
     ("chain", {}, 1), ("debate", {}, 0.15), ("debate", {"peer_scores": "scorer"}, 0.15),
     ("eval_opt", {}, 3), ("orch_workers", {}, 3), ("single", {}, 1), ("voting", {}, 1))
 COPY_FACTS = 0.15  # share of packed facts of each of the two non-sum kinds (see `_fact`)
-# search_answer is played on a multi-hop world of its own seed, so the model learns to read and
-# follow passages, not the facts of the world the built-in task trains and validates on.
-SEARCH_WORLD_SEED = 7
+# search_answer is played on small multi-hop worlds drawn afresh for every episode and fact, so
+# the model learns to read and follow passages, not the facts of any one world (a build on one
+# fixed world of 240 people wrote that world's names from memory, not the ones on the page).
+SEARCH_WORLD_PEOPLE = 12
 
 # Small enough to train in minutes on 2 CPU cores, large enough to learn 2-digit arithmetic.
 MODEL_SHAPE = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=6,
@@ -91,57 +92,87 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     return out
 
 
-def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> list[tuple[str, str]]:
-    """Oracle-played search_answer turns (searcher and generator), no augmented turns."""
-    from rolecall.basemodel.search_oracle import SearchOracleEngine
+def _small_world(rng: random.Random, people: int = 6):
+    """A freshly drawn multi-hop world (names no other world shares): the model has to read
+    names off the page, because it cannot have memorised them."""
     from rolecall.tasks.multihop import MultiHopTask
+
+    return MultiHopTask(people=people, towns=max(2, people // 2), lands=max(2, people // 4), firms=max(2, people // 3),
+                        n_val=1, seed=rng.getrandbits(32))
+
+
+def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> list[tuple[str, str]]:
+    """Oracle-played search_answer turns (searcher and generator, no augmented turns), each
+    episode on a world of its own whose passages the question carries as its `context`."""
+    from rolecall.basemodel.search_oracle import SearchOracleEngine
+    from rolecall.types import Problem
     from rolecall.workflows import workflow_prompts
 
     rng = random.Random(seed)
-    world = MultiHopTask(seed=SEARCH_WORLD_SEED)
-    questions = world.train() + world.validation()
+    problems = []
+    for i in range(episodes):
+        world = _small_world(rng, people=SEARCH_WORLD_PEOPLE)
+        q = world.questions[rng.randrange(len(world.questions))]
+        context = [{"id": p.id, "title": p.title, "text": p.text} for p in world.passages]
+        problems.append(Problem(f"{q.uid}-{i}", q.prompt, q.answer, {**q.meta, "context": context}))
     engine = SearchOracleEngine(rates.solve, rng, render)
     wf = build_workflow("search_answer", workflow_prompts("search_answer", None), {"augment": 0.0})
-    rollout(wf, [questions[rng.randrange(len(questions))] for _ in range(episodes)], 1, engine,
-            {r: r for r in wf.roles}, lambda r: 0, 1.0)
+    rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
     return engine.examples
 
 
-def search_facts(rows: int, per_row: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
-    """Packed facts for the two search roles' one hard skill, copying a name: the name a
-    question asks about (the first query), the name a passage leads to (the second query),
-    and the answer a pair of passages gives (loss on the copied name only)."""
+def name_fact(rng: random.Random, tok) -> tuple[list[int], list[int]]:
+    """One fact for the search roles' one hard skill, reading a name off the page (loss on the
+    name only), on a fresh small world: the name a question asks about (the first query), the
+    name its passage leads to (the second query, among a distractor passage), or the answer
+    its two passages give (among two distractors)."""
     from rolecall.basemodel.search_oracle import follow, parse_question
-    from rolecall.tasks.multihop import MultiHopTask
 
-    rng = random.Random(seed)
-    world = MultiHopTask(seed=SEARCH_WORLD_SEED)
+    world = _small_world(rng)
     texts = {p.id: p.text for p in world.passages}
-    questions = world.train() + world.validation()
-    out = []
-    for _ in range(rows):
-        ids: list[int] = []
-        mask: list[int] = []
-        for _ in range(per_row):
-            q = questions[rng.randrange(len(questions))]
-            entity, first, _ = parse_question(q.prompt)
-            passage, bridge_passage = (texts[i] for i in q.meta["support"])
-            bridge = follow(passage, entity, first)
-            kind = rng.randrange(3)
-            if kind == 0:
-                qt, at = f"{q.prompt} Query: ", entity
-            elif kind == 1:
-                qt, at = f"{passage} {q.prompt} Query: ", bridge
-            else:
-                shown = [passage, bridge_passage]
-                rng.shuffle(shown)
-                qt, at = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
-            a_ids = tok(f"{at}\n", add_special_tokens=False)["input_ids"]
-            q_ids = tok(qt, add_special_tokens=False)["input_ids"]
-            ids += q_ids + a_ids
-            mask += [0] * len(q_ids) + [1] * len(a_ids)
-        out.append((ids, mask))
-    return out
+    q = world.questions[rng.randrange(len(world.questions))]
+    entity, first, _ = parse_question(q.prompt)
+    passage, bridge_passage = (texts[i] for i in q.meta["support"])
+    others = [t for i, t in texts.items() if i not in q.meta["support"]]
+    kind = rng.randrange(3)
+    if kind == 0:
+        qt, at = f"{q.prompt} Query: ", entity
+    elif kind == 1:
+        shown = [passage, *rng.sample(others, 1)]
+        rng.shuffle(shown)
+        qt, at = f"{' '.join(shown)} {q.prompt} Query: ", follow(passage, entity, first)
+    else:
+        shown = [passage, bridge_passage, *rng.sample(others, 2)]
+        rng.shuffle(shown)
+        qt, at = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
+    q_ids = tok(qt, add_special_tokens=False)["input_ids"]
+    a_ids = tok(f"{at}\n", add_special_tokens=False)["input_ids"]
+    return q_ids + a_ids, [0] * len(q_ids) + [1] * len(a_ids)
+
+
+def copy_drill(rng: random.Random, tok, lines: int = 4) -> tuple[list[int], list[int]]:
+    """Lines of one to four fresh names written twice, loss on the second writing only. A
+    character model learns to copy letters from these in a sudden drop of the loss (an
+    induction head forming); with loss on every character, the unpredictable first writing
+    swamped the signal and the copy did not form in 600 steps."""
+    from rolecall.tasks.multihop import invent_names
+
+    ids: list[int] = []
+    mask: list[int] = []
+    for _ in range(lines):
+        names = " ".join(invent_names(rng, rng.randint(1, 4)))
+        first = tok(f"{names} | ", add_special_tokens=False)["input_ids"]
+        again = tok(f"{names}\n", add_special_tokens=False)["input_ids"]
+        ids += first + again
+        mask += [0] * len(first) + [1] * len(again)
+    return ids, mask
+
+
+def copy_steps(steps: int, rows: int, tok, seed: int) -> list[list[tuple[list[int], list[int]]]]:
+    """Phase 0 batches: half copy drills, half name facts (see `copy_drill`, `name_fact`)."""
+    rng = random.Random(seed)
+    return [[copy_drill(rng, tok) if rng.random() < 0.5 else name_fact(rng, tok) for _ in range(rows)]
+            for _ in range(steps)]
 
 
 def _fact(p, rng: random.Random) -> tuple[str, str]:
@@ -221,12 +252,14 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
-              search_episodes: int = 0, rates: OracleRates = OracleRates(),
+              search_episodes: int = 0, n_copy_steps: int = 0, rates: OracleRates = OracleRates(),
               progress: Callable[[int, int, float], None] | None = None) -> dict:
-    """Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a numbered list
-    and stamping verdicts, see `_fact`). Phase 2: one pass
-    over role transcripts + chat-form facts + more packed facts (learns the roles' formats).
-    One optimizer and one warmup+cosine schedule span both phases."""
+    """Phase 0 (`n_copy_steps`, none in the shipped build): copying names off the page (see
+    `copy_steps`). Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a
+    numbered list and stamping verdicts, see `_fact`). Phase 2: one pass over role transcripts +
+    chat-form facts + more packed facts (learns the roles' formats), and with `search_episodes`
+    search transcripts, name facts and copy drills. One optimizer and one warmup+cosine
+    schedule span all phases."""
     torch.manual_seed(seed)
     tok = build_tokenizer()
     task = ArithmeticTask()
@@ -236,8 +269,8 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     if search_episodes:
-        mix += search_facts(2 * search_episodes, 6, tok, seed + 13)
-    plan = phase1 + _batches(mix, batch, rng)
+        mix += [row for step in copy_steps(4 * search_episodes, 1, tok, seed + 13) for row in step]
+    plan = copy_steps(n_copy_steps, fact_batch, tok, seed + 17) + phase1 + _batches(mix, batch, rng)
     steps = len(plan)
     model = build_model(tok, seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
@@ -266,6 +299,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
             "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions,
-            **({"search_episodes": search_episodes, "search_world_seed": SEARCH_WORLD_SEED} if search_episodes else {})}
+            **({"search_episodes": search_episodes, "search_world_people": SEARCH_WORLD_PEOPLE} if search_episodes else {}),
+            **({"copy_steps": n_copy_steps} if n_copy_steps else {})}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info

@@ -54,7 +54,7 @@ class MultiHopTask:
     def _world(self) -> tuple[list[Passage], list[Problem]]:
         rng = random.Random(self.seed)
         count = self.people + self.towns + self.lands + self.firms
-        names = _names(rng, count)
+        names = invent_names(rng, count)
         people, towns = names[:self.people], names[self.people:self.people + self.towns]
         lands = names[self.people + self.towns:self.people + self.towns + self.lands]
         firms = names[self.people + self.towns + self.lands:]
@@ -83,6 +83,11 @@ class MultiHopTask:
         if len(problems) <= self.n_val:
             raise ValueError(f"task.n_val={self.n_val} leaves no training questions ({len(problems)} in all)")
         return passages, problems
+
+    @property
+    def questions(self) -> list[Problem]:
+        """Every question of the world, shuffled, without a corpus file (see train/validation)."""
+        return self._world[1]
 
     @property
     def passages(self) -> list[Passage]:
@@ -116,7 +121,7 @@ def _q(question: str, answer: str, first: str, bridge: str) -> Problem:
                    meta={"kind": "qa", "answers": [answer], "support": [first, bridge]})
 
 
-def _names(rng: random.Random, n: int) -> list[str]:
+def invent_names(rng: random.Random, n: int) -> list[str]:
     """n distinct two-syllable names, none an English stop word or a word of the templates."""
     taken = {"land", "town", "firm", "sea", "born", "works", "taught", "based", "teacher"}
     out: list[str] = []
