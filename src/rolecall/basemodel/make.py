@@ -66,7 +66,7 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
                 seed: int, role_functions: int = 0, search_episodes: int = 0) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) for every turn of oracle-played episodes of every workflow,
     plus `role_functions` generic role turns in varied wordings and `search_episodes`
-    episodes of search_answer on the multi-hop world (own random stream: 0 leaves the rest
+    episodes of search_answer, each on a small world of its own (own random stream: 0 leaves the rest
     byte for byte as before)."""
     rng = random.Random(seed)
     render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
@@ -250,6 +250,18 @@ def chat_facts(task: ArithmeticTask, n: int, tok, seed: int) -> list[tuple[list[
     return out
 
 
+def train_step(model, opt, sched, rows: list[tuple[list[int], list[int]]], pad: int) -> torch.Tensor:
+    """One pretraining step on (token ids, loss mask) rows; returns the loss."""
+    ids, attn, labels = _batch(rows, pad)
+    loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return loss
+
+
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
               search_episodes: int = 0, n_copy_steps: int = 0, rates: OracleRates = OracleRates(),
@@ -280,13 +292,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     model.train()
     t0, loss_ema = time.time(), None
     for step, rows in enumerate(plan):
-        ids, attn, labels = _batch(rows, tok.pad_token_id)
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
+        loss = train_step(model, opt, sched, rows, tok.pad_token_id)
         loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
         if progress:
             progress(step + 1, steps, loss_ema)
