@@ -251,9 +251,9 @@ def make_base_cmd(
     fact_steps: int = typer.Option(1500, help="Phase-1 steps on packed facts (sums, copies, verdicts)."),
     episodes: int = typer.Option(1000, help="Oracle episodes per workflow in phase 2."),
     seed: int = typer.Option(0, help="Seed of data and weights."),
-    search_episodes: int = typer.Option(0, help="Oracle episodes of search_answer, each on a small multi-hop world "
+    search_episodes: int = typer.Option(0, min=0, help="Oracle episodes of search_answer, each on a small multi-hop world "
                                                 "of its own (0: none, as the shipped model was built)."),
-    copy_steps: int = typer.Option(0, help="Steps of copying names off the page before phase 1 (0: none, as the "
+    copy_steps: int = typer.Option(0, min=0, help="Steps of copying names off the page before phase 1 (0: none, as the "
                                            "shipped model was built)."),
 ) -> None:
     """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
