@@ -154,7 +154,7 @@ def copy_drill(rng: random.Random, tok, lines: int = 4) -> tuple[list[int], list
     """Lines of one to four fresh names written twice, loss on the second writing only. A
     character model learns to copy letters from these in a sudden drop of the loss (an
     induction head forming); with loss on every character, the unpredictable first writing
-    swamped the signal and the copy did not form in 600 steps."""
+    swamped the signal and the copy did not form in 500 steps."""
     from rolecall.tasks.multihop import invent_names
 
     ids: list[int] = []
@@ -168,11 +168,16 @@ def copy_drill(rng: random.Random, tok, lines: int = 4) -> tuple[list[int], list
     return ids, mask
 
 
-def copy_steps(steps: int, rows: int, tok, seed: int) -> list[list[tuple[list[int], list[int]]]]:
-    """Phase 0 batches: half copy drills, half name facts (see `copy_drill`, `name_fact`)."""
+def copy_rows(n: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Half copy drills, half name facts (see `copy_drill`, `name_fact`)."""
     rng = random.Random(seed)
-    return [[copy_drill(rng, tok) if rng.random() < 0.5 else name_fact(rng, tok) for _ in range(rows)]
-            for _ in range(steps)]
+    return [copy_drill(rng, tok) if rng.random() < 0.5 else name_fact(rng, tok) for _ in range(n)]
+
+
+def copy_steps(steps: int, rows: int, tok, seed: int) -> list[list[tuple[list[int], list[int]]]]:
+    """Phase 0: `steps` batches of `rows` copy rows."""
+    flat = copy_rows(steps * rows, tok, seed)
+    return [flat[i * rows: (i + 1) * rows] for i in range(steps)]
 
 
 def _fact(p, rng: random.Random) -> tuple[str, str]:
@@ -281,7 +286,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     if search_episodes:
-        mix += [row for step in copy_steps(4 * search_episodes, 1, tok, seed + 13) for row in step]
+        mix += copy_rows(4 * search_episodes, tok, seed + 13)
     plan = copy_steps(n_copy_steps, fact_batch, tok, seed + 17) + phase1 + _batches(mix, batch, rng)
     steps = len(plan)
     model = build_model(tok, seed)
