@@ -115,3 +115,24 @@ def test_search_transcripts_play_each_episode_on_its_own_world():
     # a right searcher's query is a name on its page: the question's, or a passage's
     searches = [(p, last_boxed(c)) for p, c in examples if p.startswith("Find evidence")]
     assert sum(q in p for p, q in searches) / len(searches) > 0.5
+
+
+def test_make_base_into_a_log_prints_progress_lines(tmp_path, monkeypatch):
+    """Piped to a file, a rich bar draws nothing until the end; a 90-minute build must still show
+    that it moves: one plain line per 5 % of the steps, the last one included."""
+    from typer.testing import CliRunner
+
+    from rolecall.basemodel import make
+    from rolecall.cli import app
+
+    def fake_make_base(out, progress=None, **_):
+        for step in range(1, 101):
+            progress(step, 100, 1.0 / step)
+        return {"steps": 100}
+
+    monkeypatch.setattr(make, "make_base", fake_make_base)
+    result = CliRunner().invoke(app, ["make-base", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    lines = [x for x in result.output.splitlines() if x.startswith("pretraining step")]
+    assert lines[0] == "pretraining step 5/100 loss 0.200" and lines[-1] == "pretraining step 100/100 loss 0.010"
+    assert len(lines) == 20

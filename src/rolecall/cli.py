@@ -270,8 +270,15 @@ def make_base_cmd(
     with Progress(console=console) as progress:
         task = progress.add_task("pretraining", total=None)
 
+        every = None if console.is_terminal else 0  # piped to a log, the bar draws nothing until the end
+
         def prog(step: int, total: int, loss: float) -> None:
+            nonlocal every
             progress.update(task, completed=step, total=total, description=f"pretraining loss {loss:.3f}")
+            if every is not None:  # so a log still shows the build moving: a line per 5 %
+                every = every or max(1, total // 20)
+                if step % every == 0 or step == total:
+                    progress.console.print(f"pretraining step {step}/{total} loss {loss:.3f}", highlight=False)
 
         info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed,
                          search_episodes=search_episodes, n_copy_steps=copy_steps, progress=prog)
