@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import os
+import re
 from collections import Counter
 
 import pytest
@@ -392,6 +393,10 @@ def test_the_pretraining_oracle_plays_both_roles():
     assert len(engine.examples) == 40 * 3
     noisy, _ = play(0.6)
     assert 0.1 < noisy["search_answer/em"] < 0.8 and noisy["search_answer/abstain_rate"] > 0
+    _, wrong = play(0.0)  # every play wrong: each query is still a word of its prompt, written as there
+    plays = [(p, c[len("\\boxed{"):-1]) for p, c in wrong.examples]
+    plays = [(p, w) for p, w in plays if w not in ("abstain", "done")]
+    assert plays and all(re.search(rf"\b{re.escape(w)}\b", p) for p, w in plays), plays[:3]
     assert generator("Question: In which land was Zorvan born?\nEvidence:\n[1] Zorvan: Zorvan was born in Telmora.",
                      1.0, random.Random(0)) == "\\boxed{abstain}"
 
