@@ -68,10 +68,10 @@ def searcher(text: str, rate: float, rng: random.Random, stop: str = "done") -> 
 
 
 def _question_word(text: str, rng: random.Random) -> str:
-    """A wrong first query that is still copied off the page: a word of the question other than
-    the name ("teacher", "born"). A wrong play must not alter a name: the lowercased name this
-    used to write taught a 1.6 M-parameter model to rewrite a name's first letter (it wrote
-    "vusstol" and "kusstol" for "Tusstol"), and no passage has those names."""
+    """A wrong query where the evidence has no other name (always on the first hop), still copied
+    off the page: a word of the question other than the name ("teacher", "born"). A wrong play
+    must not alter a name: the lowercased name this used to write likely taught a 1.6 M-parameter
+    model to rewrite a name's first letter ("vusstol" for "Tusstol"), which no passage has."""
     question = text.split("Question:", 1)[-1].split("\n", 1)[0]
     return rng.choice(sorted(set(re.findall(r"\b[a-z]{4,}\b", question)) - {"which"}) or ["done"])
 
