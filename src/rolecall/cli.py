@@ -251,10 +251,10 @@ def make_base_cmd(
     fact_steps: int = typer.Option(1500, help="Phase-1 steps on packed facts (sums, copies, verdicts)."),
     episodes: int = typer.Option(1000, help="Oracle episodes per workflow in phase 2."),
     seed: int = typer.Option(0, help="Seed of data and weights."),
-    search_episodes: int = typer.Option(0, min=0, help="Oracle episodes of search_answer, each on a small multi-hop world "
-                                                "of its own (0: none, as the shipped model was built)."),
-    copy_steps: int = typer.Option(0, min=0, help="Steps of copying names off the page before phase 1 (0: none, as the "
-                                           "shipped model was built)."),
+    search_episodes: int = typer.Option(0, min=0, help="Oracle episodes of search_answer, each on a small multi-hop "
+                                        "world of its own (0: none, as the shipped model was built)."),
+    copy_steps: int = typer.Option(0, min=0, help="Steps of copying names off the page before phase 1 (0: none, "
+                                   "as the shipped model was built)."),
 ) -> None:
     """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
     import torch
@@ -270,15 +270,12 @@ def make_base_cmd(
     with Progress(console=console) as progress:
         task = progress.add_task("pretraining", total=None)
 
-        every = None if console.is_terminal else 0  # piped to a log, the bar draws nothing until the end
+        logged = not console.is_terminal  # piped to a log, the bar draws nothing until the end
 
         def prog(step: int, total: int, loss: float) -> None:
-            nonlocal every
             progress.update(task, completed=step, total=total, description=f"pretraining loss {loss:.3f}")
-            if every is not None:  # so a log still shows the build moving: a line per 5 %
-                every = every or max(1, total // 20)
-                if step % every == 0 or step == total:
-                    progress.console.print(f"pretraining step {step}/{total} loss {loss:.3f}", highlight=False)
+            if logged and (step % max(1, total // 20) == 0 or step == total):  # a line per 5 % shows it moving
+                progress.console.print(f"pretraining step {step}/{total} loss {loss:.3f}", highlight=False)
 
         info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed,
                          search_episodes=search_episodes, n_copy_steps=copy_steps, progress=prog)
