@@ -69,7 +69,7 @@ def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int) -> d
               **{k: r.get(f"val/search_answer/{k}") for k in KEYS}} for r in rows if "val/accuracy" in r]
     return {"arm": name, "command": "rolecall train " + " ".join(cmd[4:]).replace(str(HERE.parent) + "/", ""),
             "wall_s": round(time.time() - t0, 1), "base_weights": weights, "seed": seed, "val_curve": curve,
-            "run_dir": out}
+            "run_dir": str(out)}
 
 
 def main() -> int:
@@ -89,9 +89,8 @@ def main() -> int:
         start, end = within[0], within[-1]
         res.update(budget_s=a.budget_min * 60, start=start, end_within_budget=end,
                    f1_gain=round((end["f1"] or 0) - (start["f1"] or 0), 4),
-                   paired=paired_gain(f1_by_problem(res["run_dir"] / "val_samples.jsonl", start["step"]),
-                                      f1_by_problem(res["run_dir"] / "val_samples.jsonl", end["step"])))
-        res["run_dir"] = str(res["run_dir"])
+                   paired=paired_gain(f1_by_problem(Path(res["run_dir"]) / "val_samples.jsonl", start["step"]),
+                                      f1_by_problem(Path(res["run_dir"]) / "val_samples.jsonl", end["step"])))
         if name == "full":  # a rise, and more than chance: the paired interval's low end is above 0
             met = res["f1_gain"] > 0 and res["paired"].get("ci95", [0])[0] > 0
         results["runs"][name] = res

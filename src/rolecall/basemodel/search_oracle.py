@@ -70,8 +70,8 @@ def searcher(text: str, rate: float, rng: random.Random, stop: str = "done") -> 
 def _question_word(text: str, rng: random.Random) -> str:
     """A wrong query where the evidence has no other name (always on the first hop), still copied
     off the page: a word of the question other than the name ("teacher", "born"). A wrong play
-    must not alter a name: the lowercased name this used to write likely taught a 1.6 M-parameter
-    model to rewrite a name's first letter ("vusstol" for "Tusstol"), which no passage has."""
+    never alters a name, since no passage has an altered one. (This replaced the lowercased name;
+    a rebuild showed that was not why the model writes a name's first letter wrong.)"""
     question = text.split("Question:", 1)[-1].split("\n", 1)[0]
     return rng.choice(sorted(set(re.findall(r"\b[a-z]{4,}\b", question)) - {"which"}) or ["done"])
 
