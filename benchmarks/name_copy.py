@@ -9,8 +9,15 @@ the name in the question (the searcher's first query), the bridge its passage le
 
     python benchmarks/name_copy.py                  # 1,800 steps, about 33 minutes on 2 cores
     python benchmarks/name_copy.py --steps 600 --every 150
+    python benchmarks/name_copy.py --shift          # name facts after unrelated passages
+    python benchmarks/name_copy.py --model DIR      # measure a built model once
 
-Writes benchmarks/results/name_copy.json.
+Each measure is taken twice: on facts as make-base writes them by default, and "shifted", after
+one to three passages that do not name the question's entity. A model that found the name by
+where it sits, not by reading, passes the first and fails the second.
+
+Writes benchmarks/results/name_copy.json (name_copy_shift.json with --shift,
+name_copy_models.json with --model).
 """
 from __future__ import annotations
 
@@ -26,31 +33,48 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-from rolecall.basemodel.make import build_model, copy_steps, name_fact, train_step  # noqa: E402
+from rolecall.basemodel.make import build_model, copy_steps, name_fact_text, train_step  # noqa: E402
 from rolecall.basemodel.tokenizer import build_tokenizer  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "name_copy.json"
 KINDS = ("question", "bridge", "answer")
 
 
-def exact_copies(model, tok, n: int = 120, seed: int = 12345) -> dict[str, float]:
-    """Share of held-out name facts of each kind the model completes exactly (greedy)."""
+def exact_copies(model, tok, n: int = 120, seed: int = 12345, shift: bool = False) -> dict[str, float]:
+    """Share of held-out name facts of each kind the model completes exactly (greedy); with
+    `shift`, on facts after unrelated passages (see `name_fact_text`), keyed `<kind>_shifted`."""
     rng = random.Random(seed)
     hit, seen = dict.fromkeys(KINDS, 0), dict.fromkeys(KINDS, 0)
     model.eval()
     with torch.no_grad():
         for _ in range(n):
-            ids, mask = name_fact(rng, tok)
-            k = mask.index(1)
-            prompt = tok.decode(ids[:k])
-            kind = "question" if prompt.startswith("In ") else "answer" if prompt.endswith("Answer: ") else "bridge"
-            out = model.generate(torch.tensor([ids[:k]]), max_new_tokens=12, do_sample=False,
+            kind, prompt, name = name_fact_text(rng, shift)
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+            out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False,
                                  pad_token_id=tok.pad_token_id)
-            said = tok.decode(out[0, k:], skip_special_tokens=True).split("\n")[0].strip()
+            said = tok.decode(out[0, len(ids):], skip_special_tokens=True).split("\n")[0].strip()
             seen[kind] += 1
-            hit[kind] += said == tok.decode(ids[k:]).strip()
+            hit[kind] += said == name
     model.train()
-    return {kind: round(hit[kind] / seen[kind], 3) for kind in KINDS}
+    suffix = "_shifted" if shift else ""
+    return {kind + suffix: round(hit[kind] / seen[kind], 3) for kind in KINDS}
+
+
+def measure_saved(path: Path) -> int:
+    """Exact copies of a built model (plain and shifted), recorded under its directory's name in
+    results/name_copy_models.json beside the build's own record."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    point = {**exact_copies(model, tok), **exact_copies(model, tok, shift=True)}
+    print(json.dumps(point))
+    out = RESULT.with_name("name_copy_models.json")
+    record = json.loads(out.read_text()) if out.exists() else {}
+    build = path / "rolecall_base.json"
+    record[path.name] = {"date": time.strftime("%Y-%m-%d"), **point,
+                         "build": json.loads(build.read_text()) if build.exists() else None}
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    return 0
 
 
 def main() -> int:
@@ -59,13 +83,18 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=300)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--rows", type=int, default=16, help="rows a step (make-base's fact_batch)")
+    ap.add_argument("--shift", action="store_true",
+                    help="train on name facts placed after unrelated passages (results/name_copy_shift.json)")
+    ap.add_argument("--model", help="measure this saved model once instead of training one")
     a = ap.parse_args()
     if a.steps < 1 or a.every < 1:
         ap.error("--steps and --every must be at least 1")
     torch.set_num_threads(os.cpu_count() or 1)
+    if a.model:
+        return measure_saved(Path(a.model))
     tok = build_tokenizer()
     model = build_model(tok, 0)
-    plan = copy_steps(a.steps, a.rows, tok, 17)
+    plan = copy_steps(a.steps, a.rows, tok, 17, a.shift)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30))  # make-base's warmup
     model.train()
@@ -74,12 +103,13 @@ def main() -> int:
         loss = train_step(model, opt, sched, rows, tok.pad_token_id)
         if step % a.every == 0 or step == a.steps:
             point = {"step": step, "loss": round(loss.item(), 4), "elapsed_s": round(time.time() - t0, 1),
-                     **exact_copies(model, tok)}
+                     **exact_copies(model, tok), **exact_copies(model, tok, shift=True)}
             curve.append(point)
             print(json.dumps(point), flush=True)
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps({
-        "date": time.strftime("%Y-%m-%d"), "steps": a.steps, "rows": a.rows, "lr": a.lr,
+    result = RESULT.with_name("name_copy_shift.json") if a.shift else RESULT
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text(json.dumps({
+        "date": time.strftime("%Y-%m-%d"), "steps": a.steps, "rows": a.rows, "lr": a.lr, "shift": a.shift,
         "machine": {"cpus": os.cpu_count(), "threads": torch.get_num_threads(), "python": platform.python_version(),
                     "torch": torch.__version__},
         "curve": curve}, indent=2) + "\n")

@@ -105,6 +105,52 @@ def test_name_facts_ask_for_a_name_that_is_on_the_page_and_right():
     assert min(kinds.values()) > 70, kinds
 
 
+def test_shifted_name_facts_put_passages_that_do_not_name_the_entity_first():
+    """A shifted fact is the same kind of fact after one to three passages without the question's
+    entity, so only reading the question finds the name; facts without `shift` stay as before."""
+    from rolecall.basemodel.make import name_fact_text
+    from rolecall.basemodel.search_oracle import follow, parse_question
+
+    plain, shifted = random.Random(4), random.Random(4)
+    kinds = dict.fromkeys(("question", "bridge", "answer"), 0)
+    for _ in range(200):
+        kind, text, name = name_fact_text(shifted, shift=True)
+        kinds[kind] += 1
+        entity, first, second = parse_question(text)
+        question_at = text.index("In which")
+        assert question_at > 0 and not re.search(rf"\b{entity}\b", text.split(". ")[0])
+        if kind == "question":
+            assert name == entity and text.endswith("Query: ")
+            assert not re.search(rf"\b{entity}\b", text[:question_at])
+        elif kind == "bridge":
+            assert name == follow(text, entity, first)
+        else:
+            assert name == follow(text, follow(text, entity, first), second) and text.endswith("Answer: ")
+    assert min(kinds.values()) > 40, kinds
+    kind, text, name = name_fact_text(plain)
+    assert kind != "question" or text.startswith("In which")
+
+
+def test_exact_copies_report_plain_and_shifted_facts_by_kind():
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.name_copy import exact_copies
+    from rolecall.basemodel.make import build_model
+    from rolecall.basemodel.tokenizer import build_tokenizer
+
+    torch.manual_seed(0)
+    tok = build_tokenizer()
+    model = build_model(tok, 0)  # untrained: copies nothing
+    plain, shifted = exact_copies(model, tok, n=9), exact_copies(model, tok, n=9, shift=True)
+    assert set(plain) == {"question", "bridge", "answer"}
+    assert set(shifted) == {"question_shifted", "bridge_shifted", "answer_shifted"}
+    assert all(v == 0.0 for v in [*plain.values(), *shifted.values()])
+
+
 def test_search_transcripts_play_each_episode_on_its_own_world():
     from rolecall.basemodel.make import search_transcripts
 

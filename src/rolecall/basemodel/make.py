@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -121,11 +122,17 @@ def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> 
     return engine.examples
 
 
-def name_fact(rng: random.Random, tok) -> tuple[list[int], list[int]]:
-    """One fact for the search roles' one hard skill, reading a name off the page (loss on the
-    name only), on a fresh small world: the name a question asks about (the first query), the
-    name its passage leads to (the second query, among a distractor passage), or the answer
-    its two passages give (among two distractors)."""
+def name_fact_text(rng: random.Random, shift: bool = False) -> tuple[str, str, str]:
+    """(kind, prompt, name) of one fact for the search roles' one hard skill, reading a name off
+    the page, on a fresh small world: the name a question asks about (kind "question", the first
+    query), the name its passage leads to ("bridge", the second query, among a distractor
+    passage), or the answer its two passages give ("answer", among two distractors).
+
+    With `shift`, one to three passages that do not name the question's entity come first, so
+    nothing is at a fixed place. Without it a "question" fact starts with the question, and a
+    model trained on such facts found the name there by its position alone: it copied the
+    name's first letter right every time at the start of a prompt and 9 times in 40 after a
+    prefix of a few characters."""
     from rolecall.basemodel.search_oracle import follow, parse_question
 
     world = _small_world(rng)
@@ -134,19 +141,28 @@ def name_fact(rng: random.Random, tok) -> tuple[list[int], list[int]]:
     entity, first, _ = parse_question(q.prompt)
     passage, bridge_passage = (texts[i] for i in q.meta["support"])
     others = [t for i, t in texts.items() if i not in q.meta["support"]]
-    kind = rng.randrange(3)
-    if kind == 0:
-        qt, at = f"{q.prompt} Query: ", entity
-    elif kind == 1:
+    kind = ("question", "bridge", "answer")[rng.randrange(3)]
+    if kind == "question":
+        text, name = f"{q.prompt} Query: ", entity
+    elif kind == "bridge":
         shown = [passage, *rng.sample(others, 1)]
         rng.shuffle(shown)
-        qt, at = f"{' '.join(shown)} {q.prompt} Query: ", follow(passage, entity, first)
+        text, name = f"{' '.join(shown)} {q.prompt} Query: ", follow(passage, entity, first)
     else:
         shown = [passage, bridge_passage, *rng.sample(others, 2)]
         rng.shuffle(shown)
-        qt, at = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
-    q_ids = tok(qt, add_special_tokens=False)["input_ids"]
-    a_ids = tok(f"{at}\n", add_special_tokens=False)["input_ids"]
+        text, name = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
+    if shift:
+        strangers = [t for t in others if not re.search(rf"\b{entity}\b", t)]
+        text = " ".join([*rng.sample(strangers, min(len(strangers), rng.randint(1, 3))), text])
+    return kind, text, name
+
+
+def name_fact(rng: random.Random, tok, shift: bool = False) -> tuple[list[int], list[int]]:
+    """One name fact (see `name_fact_text`) as token ids with the loss on the name only."""
+    _, text, name = name_fact_text(rng, shift)
+    q_ids = tok(text, add_special_tokens=False)["input_ids"]
+    a_ids = tok(f"{name}\n", add_special_tokens=False)["input_ids"]
     return q_ids + a_ids, [0] * len(q_ids) + [1] * len(a_ids)
 
 
@@ -168,15 +184,15 @@ def copy_drill(rng: random.Random, tok, lines: int = 4) -> tuple[list[int], list
     return ids, mask
 
 
-def copy_rows(n: int, tok, seed: int) -> list[tuple[list[int], list[int]]]:
+def copy_rows(n: int, tok, seed: int, shift: bool = False) -> list[tuple[list[int], list[int]]]:
     """Half copy drills, half name facts (see `copy_drill`, `name_fact`)."""
     rng = random.Random(seed)
-    return [copy_drill(rng, tok) if rng.random() < 0.5 else name_fact(rng, tok) for _ in range(n)]
+    return [copy_drill(rng, tok) if rng.random() < 0.5 else name_fact(rng, tok, shift) for _ in range(n)]
 
 
-def copy_steps(steps: int, rows: int, tok, seed: int) -> list[list[tuple[list[int], list[int]]]]:
+def copy_steps(steps: int, rows: int, tok, seed: int, shift: bool = False) -> list[list[tuple[list[int], list[int]]]]:
     """Phase 0: `steps` batches of `rows` copy rows."""
-    flat = copy_rows(steps * rows, tok, seed)
+    flat = copy_rows(steps * rows, tok, seed, shift)
     return [flat[i * rows: (i + 1) * rows] for i in range(steps)]
 
 
