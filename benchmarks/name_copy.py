@@ -14,7 +14,8 @@ the name in the question (the searcher's first query), the bridge its passage le
 
 Each measure is taken twice: on facts as make-base writes them by default, and "shifted", after
 one to three passages that do not name the question's entity. A model that found the name by
-where it sits, not by reading, passes the first and fails the second.
+where it sits, not by reading, passes the first and fails the second. `--model` also measures
+the skill where it is used, in the searcher's and generator's own prompts (`role_copies`).
 
 Writes benchmarks/results/name_copy.json (name_copy_shift.json with --shift,
 name_copy_models.json with --model).
@@ -38,6 +39,7 @@ from rolecall.basemodel.tokenizer import build_tokenizer  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "name_copy.json"
 KINDS = ("question", "bridge", "answer")
+ROLE_TURNS = ("first_query", "second_query", "answer_turn")
 
 
 def exact_copies(model, tok, n: int = 120, seed: int = 12345, shift: bool = False) -> dict[str, float]:
@@ -60,13 +62,37 @@ def exact_copies(model, tok, n: int = 120, seed: int = 12345, shift: bool = Fals
     return {kind + suffix: round(hit[kind] / seen[kind], 3) for kind in KINDS}
 
 
+def role_copies(model, tok, episodes: int = 60, seed: int = 999) -> dict[str, float]:
+    """The same skill in the search roles' own prompts: share of turns of oracle-played
+    `search_answer` episodes (every play right) the model writes exactly, greedy: the searcher's
+    first query (the question's name), its second (the bridge, read off the passages found) and
+    the generator's answer."""
+    from rolecall.basemodel.make import search_transcripts
+    from rolecall.basemodel.transcripts import OracleRates
+
+    render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)  # noqa: E731
+    hit, seen = dict.fromkeys(ROLE_TURNS, 0), dict.fromkeys(ROLE_TURNS, 0)
+    model.eval()
+    with torch.no_grad():
+        for prompt, completion in search_transcripts(render, episodes, OracleRates(solve=1.0), seed):
+            turn = ("answer_turn" if "Find evidence" not in prompt else "first_query" if "(nothing yet)" in prompt
+                    else "second_query")
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+            out = model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False,
+                                 pad_token_id=tok.pad_token_id)
+            seen[turn] += 1
+            hit[turn] += tok.decode(out[0, len(ids):], skip_special_tokens=True).strip() == completion
+    model.train()
+    return {turn: round(hit[turn] / seen[turn], 3) for turn in ROLE_TURNS if seen[turn]}
+
+
 def measure_saved(path: Path) -> int:
-    """Exact copies of a built model (plain and shifted), recorded under its directory's name in
+    """Exact copies of a built model (plain, shifted and in the roles' prompts), recorded under its directory's name in
     results/name_copy_models.json beside the build's own record."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    point = {**exact_copies(model, tok), **exact_copies(model, tok, shift=True)}
+    point = {**exact_copies(model, tok), **exact_copies(model, tok, shift=True), **role_copies(model, tok)}
     print(json.dumps(point))
     out = RESULT.with_name("name_copy_models.json")
     record = json.loads(out.read_text()) if out.exists() else {}
