@@ -213,3 +213,29 @@ def test_make_base_into_a_log_prints_progress_lines(tmp_path, monkeypatch):
     lines = [x for x in result.output.splitlines() if x.startswith("pretraining step")]
     assert lines[0] == "pretraining step 5/100 loss 0.200" and lines[-1] == "pretraining step 100/100 loss 0.010"
     assert len(lines) == 20
+
+
+def test_make_base_shift_facts_reaches_the_copy_phase(tmp_path, monkeypatch):
+    """`--shift-facts` is passed to the build, whose copy phase then draws shifted name facts."""
+    from typer.testing import CliRunner
+
+    from rolecall.basemodel import make
+    from rolecall.basemodel.tokenizer import build_tokenizer
+    from rolecall.cli import app
+
+    seen = {}
+
+    def fake_make_base(out, progress=None, **kw):
+        seen.update(kw)
+        return {"steps": 0}
+
+    monkeypatch.setattr(make, "make_base", fake_make_base)
+    result = CliRunner().invoke(app, ["make-base", "--out", str(tmp_path / "m"), "--copy-steps", "5", "--shift-facts"])
+    assert result.exit_code == 0, result.output
+    assert seen["shift_facts"] is True and seen["n_copy_steps"] == 5
+    tok = build_tokenizer()
+    for shift in (False, True):
+        rows = [r for batch in make.copy_steps(40, 4, tok, 17, shift) for r in batch]
+        prompts = [tok.decode(ids[:mask.index(1)]) for ids, mask in rows if "In which" in tok.decode(ids)]
+        at_start = sum(p.startswith("In which") for p in prompts)
+        assert (at_start == 0) if shift else (at_start > 0), (shift, at_start)

@@ -255,6 +255,8 @@ def make_base_cmd(
                                         "world of its own (0: none, as the shipped model was built)."),
     copy_steps: int = typer.Option(0, min=0, help="Steps of copying names off the page before phase 1 (0: none, "
                                    "as the shipped model was built)."),
+    shift_facts: bool = typer.Option(False, "--shift-facts", help="Put every name fact after one to three unrelated "
+                                     "passages, so the name is found by reading, not by where it sits."),
 ) -> None:
     """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
     import torch
@@ -278,7 +280,8 @@ def make_base_cmd(
                 progress.console.print(f"pretraining step {step}/{total} loss {loss:.3f}", highlight=False)
 
         info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed,
-                         search_episodes=search_episodes, n_copy_steps=copy_steps, progress=prog)
+                         search_episodes=search_episodes, n_copy_steps=copy_steps, shift_facts=shift_facts,
+                         progress=prog)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
 

@@ -285,13 +285,15 @@ def train_step(model, opt, sched, rows: list[tuple[list[int], list[int]]], pad: 
 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
-              search_episodes: int = 0, n_copy_steps: int = 0, rates: OracleRates = OracleRates(),
+              search_episodes: int = 0, n_copy_steps: int = 0, shift_facts: bool = False,
+              rates: OracleRates = OracleRates(),
               progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 0 (`n_copy_steps`, none in the shipped build): copying names off the page (see
     `copy_steps`). Phase 1: packed facts (cheap tokens: sums, plus copying the most common of a
     numbered list and stamping verdicts, see `_fact`). Phase 2: one pass over role transcripts +
     chat-form facts + more packed facts (learns the roles' formats), and with `search_episodes`
-    search transcripts, name facts and copy drills. One optimizer and one warmup+cosine
+    search transcripts, name facts and copy drills. With `shift_facts` every name fact comes
+    after unrelated passages (see `name_fact_text`). One optimizer and one warmup+cosine
     schedule span all phases."""
     torch.manual_seed(seed)
     tok = build_tokenizer()
@@ -302,8 +304,8 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     if search_episodes:
-        mix += copy_rows(4 * search_episodes, tok, seed + 13)
-    plan = copy_steps(n_copy_steps, fact_batch, tok, seed + 17) + phase1 + _batches(mix, batch, rng)
+        mix += copy_rows(4 * search_episodes, tok, seed + 13, shift_facts)
+    plan = copy_steps(n_copy_steps, fact_batch, tok, seed + 17, shift_facts) + phase1 + _batches(mix, batch, rng)
     steps = len(plan)
     model = build_model(tok, seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
@@ -327,6 +329,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
             "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions,
             **({"search_episodes": search_episodes, "search_world_people": SEARCH_WORLD_PEOPLE} if search_episodes else {}),
-            **({"copy_steps": n_copy_steps} if n_copy_steps else {})}
+            **({"copy_steps": n_copy_steps} if n_copy_steps else {}),
+            **({"shift_facts": True} if shift_facts else {})}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info
