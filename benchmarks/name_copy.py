@@ -87,8 +87,8 @@ def role_copies(model, tok, episodes: int = 60, seed: int = 999) -> dict[str, fl
 
 
 def measure_saved(path: Path) -> int:
-    """Exact copies of a built model (plain, shifted and in the roles' prompts), recorded under its directory's name in
-    results/name_copy_models.json beside the build's own record."""
+    """Exact copies of a built model (plain, shifted and in the roles' prompts), recorded under
+    its directory's name in results/name_copy_models.json beside the build's own record."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)

@@ -130,9 +130,9 @@ def name_fact_text(rng: random.Random, shift: bool = False) -> tuple[str, str, s
 
     With `shift`, one to three passages that do not name the question's entity come first, so
     nothing is at a fixed place. Without it a "question" fact starts with the question, and a
-    model trained on such facts found the name there by its position alone: it copied the
-    name's first letter right every time at the start of a prompt and 9 times in 40 after a
-    prefix of a few characters."""
+    model trained on such facts found the name there by its position alone: it copied the name
+    right every time at the start of a prompt, 9 times in 40 after 1 to 30 filler characters and
+    5 % of the time after unrelated passages."""
     from rolecall.basemodel.search_oracle import follow, parse_question
 
     world = _small_world(rng)
