@@ -42,6 +42,19 @@ KINDS = ("question", "bridge", "answer")
 ROLE_TURNS = ("first_query", "second_query", "answer_turn")
 
 
+def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
+    """The model's greedy continuation of `prompt`, special tokens dropped."""
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    out = model.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False,
+                         pad_token_id=tok.pad_token_id)
+    return tok.decode(out[0, len(ids):], skip_special_tokens=True)
+
+
+def copies(model, tok) -> dict[str, float]:
+    """`exact_copies` on name facts as make-base writes them by default and shifted."""
+    return {**exact_copies(model, tok), **exact_copies(model, tok, shift=True)}
+
+
 def exact_copies(model, tok, n: int = 120, seed: int = 12345, shift: bool = False) -> dict[str, float]:
     """Share of held-out name facts of each kind the model completes exactly (greedy); with
     `shift`, on facts after unrelated passages (see `name_fact_text`), keyed `<kind>_shifted`."""
@@ -51,10 +64,7 @@ def exact_copies(model, tok, n: int = 120, seed: int = 12345, shift: bool = Fals
     with torch.no_grad():
         for _ in range(n):
             kind, prompt, name = name_fact_text(rng, shift)
-            ids = tok(prompt, add_special_tokens=False)["input_ids"]
-            out = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False,
-                                 pad_token_id=tok.pad_token_id)
-            said = tok.decode(out[0, len(ids):], skip_special_tokens=True).split("\n")[0].strip()
+            said = _greedy(model, tok, prompt, 12).split("\n")[0].strip()
             seen[kind] += 1
             hit[kind] += said == name
     model.train()
@@ -77,11 +87,8 @@ def role_copies(model, tok, episodes: int = 60, seed: int = 999) -> dict[str, fl
         for prompt, completion in search_transcripts(render, episodes, OracleRates(solve=1.0), seed):
             turn = ("answer_turn" if "Find evidence" not in prompt else "first_query" if "(nothing yet)" in prompt
                     else "second_query")
-            ids = tok(prompt, add_special_tokens=False)["input_ids"]
-            out = model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False,
-                                 pad_token_id=tok.pad_token_id)
             seen[turn] += 1
-            hit[turn] += tok.decode(out[0, len(ids):], skip_special_tokens=True).strip() == completion
+            hit[turn] += _greedy(model, tok, prompt, 24).strip() == completion
     model.train()
     return {turn: round(hit[turn] / seen[turn], 3) for turn in ROLE_TURNS if seen[turn]}
 
@@ -92,7 +99,7 @@ def measure_saved(path: Path) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    point = {**exact_copies(model, tok), **exact_copies(model, tok, shift=True), **role_copies(model, tok)}
+    point = {**copies(model, tok), **role_copies(model, tok)}
     print(json.dumps(point))
     out = RESULT.with_name("name_copy_models.json")
     record = json.loads(out.read_text()) if out.exists() else {}
@@ -117,6 +124,8 @@ def main() -> int:
         ap.error("--steps and --every must be at least 1")
     torch.set_num_threads(os.cpu_count() or 1)
     if a.model:
+        if not (Path(a.model) / "config.json").is_file():
+            ap.error(f"--model {a.model}: not a saved model directory (no config.json); build one with rolecall make-base --out DIR")
         return measure_saved(Path(a.model))
     tok = build_tokenizer()
     model = build_model(tok, 0)
@@ -129,7 +138,7 @@ def main() -> int:
         loss = train_step(model, opt, sched, rows, tok.pad_token_id)
         if step % a.every == 0 or step == a.steps:
             point = {"step": step, "loss": round(loss.item(), 4), "elapsed_s": round(time.time() - t0, 1),
-                     **exact_copies(model, tok), **exact_copies(model, tok, shift=True)}
+                     **copies(model, tok)}
             curve.append(point)
             print(json.dumps(point), flush=True)
     result = RESULT.with_name("name_copy_shift.json") if a.shift else RESULT

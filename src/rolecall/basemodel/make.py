@@ -153,7 +153,7 @@ def name_fact_text(rng: random.Random, shift: bool = False) -> tuple[str, str, s
         rng.shuffle(shown)
         text, name = f"{' '.join(shown)} {q.prompt} Answer: ", q.answer
     if shift:
-        strangers = [t for t in others if not re.search(rf"\b{entity}\b", t)]
+        strangers = [t for t in others if not re.search(rf"\b{re.escape(entity)}\b", t)]
         text = " ".join([*rng.sample(strangers, min(len(strangers), rng.randint(1, 3))), text])
     return kind, text, name
 
