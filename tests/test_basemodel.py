@@ -239,3 +239,27 @@ def test_make_base_shift_facts_reaches_the_copy_phase(tmp_path, monkeypatch):
         prompts = [tok.decode(ids[:mask.index(1)]) for ids, mask in rows if "In which" in tok.decode(ids)]
         at_start = sum(p.startswith("In which") for p in prompts)
         assert (at_start == 0) if shift else (at_start > 0), (shift, at_start)
+
+
+def test_make_base_search_only_drops_every_other_phase(tmp_path, monkeypatch):
+    """`--search-only` builds from the copy phase and search data alone (no arithmetic facts,
+    no other workflow's turns) and refuses to run with nothing to learn."""
+    from typer.testing import CliRunner
+
+    from rolecall.basemodel import make
+    from rolecall.cli import app
+
+    seen = {}
+
+    def fake_make_base(out, progress=None, **kw):
+        seen.update(kw)
+        return {"steps": 0}
+
+    monkeypatch.setattr(make, "make_base", fake_make_base)
+    result = CliRunner().invoke(app, ["make-base", "--out", str(tmp_path / "m"), "--search-only",
+                                      "--search-episodes", "7", "--fact-steps", "900"])
+    assert result.exit_code == 0, result.output
+    assert seen == {**seen, "fact_steps": 0, "episodes_per_workflow": 0, "role_functions": 0, "n_chat_facts": 0,
+                    "search_episodes": 7}
+    result = CliRunner().invoke(app, ["make-base", "--out", str(tmp_path / "m"), "--search-only"])
+    assert result.exit_code != 0 and "--search-episodes" in result.output

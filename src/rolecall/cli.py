@@ -257,6 +257,9 @@ def make_base_cmd(
                                    "as the shipped model was built)."),
     shift_facts: bool = typer.Option(False, "--shift-facts", help="Put every name fact after one to three unrelated "
                                      "passages, so the name is found by reading, not by where it sits."),
+    search_only: bool = typer.Option(False, "--search-only", help="A base for search_answer alone: the copy phase, "
+                                     "then search transcripts and name facts; no arithmetic facts, no other "
+                                     "workflow's turns (--fact-steps and --episodes are ignored)."),
 ) -> None:
     """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
     import torch
@@ -266,6 +269,8 @@ def make_base_cmd(
     from rolecall.policies.model import embedded_dir
 
     torch.set_num_threads(os.cpu_count() or 1)
+    if search_only and not search_episodes:
+        raise typer.BadParameter("--search-only needs --search-episodes above 0: there would be nothing to learn")
     out = out or embedded_dir()
     with _as_user_errors():  # an unwritable --out fails now, not after the pretraining
         out.mkdir(parents=True, exist_ok=True)
@@ -279,9 +284,10 @@ def make_base_cmd(
             if logged and (step % max(1, total // 20) == 0 or step == total):  # a line per 5 % shows it moving
                 progress.console.print(f"pretraining step {step}/{total} loss {loss:.3f}", highlight=False)
 
-        info = make_base(out, fact_steps=fact_steps, episodes_per_workflow=episodes, seed=seed,
-                         search_episodes=search_episodes, n_copy_steps=copy_steps, shift_facts=shift_facts,
-                         progress=prog)
+        rest = dict(fact_steps=0, episodes_per_workflow=0, role_functions=0, n_chat_facts=0) if search_only else \
+            dict(fact_steps=fact_steps, episodes_per_workflow=episodes)
+        info = make_base(out, seed=seed, search_episodes=search_episodes, n_copy_steps=copy_steps,
+                         shift_facts=shift_facts, progress=prog, **rest)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
 

@@ -328,6 +328,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
             "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions,
+            "chat_facts": n_chat_facts,
             **({"search_episodes": search_episodes, "search_world_people": SEARCH_WORLD_PEOPLE} if search_episodes else {}),
             **({"copy_steps": n_copy_steps} if n_copy_steps else {}),
             **({"shift_facts": True} if shift_facts else {})}
