@@ -251,6 +251,7 @@ def make_base_cmd(
     fact_steps: int = typer.Option(1500, help="Phase-1 steps on packed facts (sums, copies, verdicts)."),
     episodes: int = typer.Option(1000, help="Oracle episodes per workflow in phase 2."),
     seed: int = typer.Option(0, help="Seed of data and weights."),
+    lr: float = typer.Option(3e-3, min=0.0, help="Peak learning rate of the warmup+cosine schedule."),
     search_episodes: int = typer.Option(0, min=0, help="Oracle episodes of search_answer, each on a small multi-hop "
                                         "world of its own (0: none, as the shipped model was built)."),
     copy_steps: int = typer.Option(0, min=0, help="Steps of copying names off the page before phase 1 (0: none, "
@@ -260,6 +261,10 @@ def make_base_cmd(
     search_only: bool = typer.Option(False, "--search-only", help="A base for search_answer alone: the copy phase, "
                                      "then search transcripts and name facts; no arithmetic facts, no other "
                                      "workflow's turns (--fact-steps and --episodes are ignored)."),
+    search_rate: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="How often the search oracle plays "
+                                                "right (default: the oracle's 0.6 of every role)."),
+    init_from: Optional[Path] = typer.Option(None, "--init-from", help="Continue from a model make-base built "
+                                             "(a second stage with its own schedule) instead of fresh weights."),
 ) -> None:
     """Build and pretrain the embedded base model (tiny Qwen3 + character tokenizer)."""
     import torch
@@ -274,7 +279,7 @@ def make_base_cmd(
     out = out or embedded_dir()
     with _as_user_errors():  # an unwritable --out fails now, not after the pretraining
         out.mkdir(parents=True, exist_ok=True)
-    with Progress(console=console) as progress:
+    with Progress(console=console) as progress, _as_user_errors():
         task = progress.add_task("pretraining", total=None)
 
         logged = not console.is_terminal  # piped to a log, the bar draws nothing until the end
@@ -287,7 +292,8 @@ def make_base_cmd(
         rest = dict(fact_steps=0, episodes_per_workflow=0, role_functions=0, n_chat_facts=0) if search_only else \
             dict(fact_steps=fact_steps, episodes_per_workflow=episodes)
         info = make_base(out, seed=seed, search_episodes=search_episodes, n_copy_steps=copy_steps,
-                         shift_facts=shift_facts, progress=prog, **rest)
+                         shift_facts=shift_facts, search_rate=search_rate, init_from=init_from, lr=lr, progress=prog,
+                         **rest)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
 

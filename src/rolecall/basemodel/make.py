@@ -11,6 +11,7 @@ import math
 import random
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -63,12 +64,26 @@ def build_model(tok, seed: int):
     return model
 
 
+def _built_model(path: Path, tok):
+    """A model `make_base` wrote, and its build record; refused if its tokenizer is not this one's
+    (token ids would mean other characters)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (path / "config.json").is_file():
+        raise ValueError(f"init_from {path}: not a saved model directory (no config.json)")
+    if AutoTokenizer.from_pretrained(path).get_vocab() != tok.get_vocab():
+        raise ValueError(f"init_from {path}: its tokenizer is not make-base's, so its token ids mean other characters")
+    build = path / "rolecall_base.json"
+    return AutoModelForCausalLM.from_pretrained(path), json.loads(build.read_text()) if build.is_file() else None
+
+
 def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: OracleRates,
-                seed: int, role_functions: int = 0, search_episodes: int = 0) -> list[tuple[list[int], int]]:
+                seed: int, role_functions: int = 0, search_episodes: int = 0,
+                search_rate: float | None = None) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) for every turn of oracle-played episodes of every workflow,
     plus `role_functions` generic role turns in varied wordings and `search_episodes`
     episodes of search_answer, each on a small world of its own (own random stream: 0 leaves the rest
-    byte for byte as before)."""
+    byte for byte as before), played right at `search_rate` (default `rates.solve`)."""
     rng = random.Random(seed)
     render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     engine = OracleEngine(rates, rng, render)
@@ -83,7 +98,8 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
     examples += [(render(msgs), completion)
                  for msgs, completion, _ in role_function_examples(train, role_functions, rates, seed + 3)]
     if search_episodes:
-        examples += search_transcripts(render, search_episodes, rates, seed + 11)
+        search_rates = rates if search_rate is None else replace(rates, solve=search_rate)
+        examples += search_transcripts(render, search_episodes, search_rates, seed + 11)
     out = []
     for prompt, completion in examples:
         p = tok(prompt, add_special_tokens=False)["input_ids"]
@@ -286,6 +302,7 @@ def train_step(model, opt, sched, rows: list[tuple[list[int], list[int]]], pad: 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
               search_episodes: int = 0, n_copy_steps: int = 0, shift_facts: bool = False,
+              search_rate: float | None = None, init_from: Path | None = None,
               rates: OracleRates = OracleRates(),
               progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 0 (`n_copy_steps`, none in the shipped build): copying names off the page (see
@@ -294,20 +311,25 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     chat-form facts + more packed facts (learns the roles' formats), and with `search_episodes`
     search transcripts, name facts and copy drills. With `shift_facts` every name fact comes
     after unrelated passages (see `name_fact_text`). One optimizer and one warmup+cosine
-    schedule span all phases."""
+    schedule span all phases. `search_rate` sets how often the search oracle plays right
+    (default `rates.solve`); `init_from` continues from a model built here before instead of
+    fresh weights (a second stage: its own schedule, its build recorded under `init_from`)."""
     torch.manual_seed(seed)
     tok = build_tokenizer()
+    # Loaded before the minutes of data, so a wrong path fails at once.
+    start, source = _built_model(Path(init_from), tok) if init_from is not None else (None, None)
     task = ArithmeticTask()
     rng = random.Random(seed)
     phase1 = [packed_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
-    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions, search_episodes))
+    mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions, search_episodes,
+                                 search_rate))
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     if search_episodes:
         mix += copy_rows(4 * search_episodes, tok, seed + 13, shift_facts)
     plan = copy_steps(n_copy_steps, fact_batch, tok, seed + 17, shift_facts) + phase1 + _batches(mix, batch, rng)
     steps = len(plan)
-    model = build_model(tok, seed)
+    model = start if start is not None else build_model(tok, seed)  # fresh weights after the data, as always
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warm = 30
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -331,6 +353,8 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "chat_facts": n_chat_facts,
             **({"search_episodes": search_episodes, "search_world_people": SEARCH_WORLD_PEOPLE} if search_episodes else {}),
             **({"copy_steps": n_copy_steps} if n_copy_steps else {}),
-            **({"shift_facts": True} if shift_facts else {})}
+            **({"shift_facts": True} if shift_facts else {}),
+            **({"search_rate": search_rate} if search_rate is not None else {}),
+            **({"init_from": {"path": str(init_from), "build": source}} if init_from is not None else {})}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info
