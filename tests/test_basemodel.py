@@ -263,3 +263,6 @@ def test_make_base_search_only_drops_every_other_phase(tmp_path, monkeypatch):
                     "search_episodes": 7}
     result = CliRunner().invoke(app, ["make-base", "--out", str(tmp_path / "m"), "--search-only"])
     assert result.exit_code != 0 and "--search-episodes" in result.output
+    seen.clear()  # without --out it would replace the embedded model, which every other workflow needs
+    result = CliRunner().invoke(app, ["make-base", "--search-only", "--search-episodes", "7"])
+    assert result.exit_code != 0 and "--out" in result.output and not seen

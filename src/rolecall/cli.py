@@ -276,6 +276,8 @@ def make_base_cmd(
     torch.set_num_threads(os.cpu_count() or 1)
     if search_only and not search_episodes:
         raise typer.BadParameter("--search-only needs --search-episodes above 0: there would be nothing to learn")
+    if search_only and out is None:  # it cannot play the other workflows: never the embedded default by accident
+        raise typer.BadParameter("--search-only builds a base for search_answer alone; give it its own --out")
     out = out or embedded_dir()
     with _as_user_errors():  # an unwritable --out fails now, not after the pretraining
         out.mkdir(parents=True, exist_ok=True)
