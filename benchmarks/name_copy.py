@@ -36,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from rolecall.basemodel.make import build_model, copy_steps, name_fact_text, train_step  # noqa: E402
 from rolecall.basemodel.tokenizer import build_tokenizer  # noqa: E402
+from rolecall.policies.model import resolve_model_dir  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "name_copy.json"
 KINDS = ("question", "bridge", "answer")
@@ -124,9 +125,11 @@ def main() -> int:
         ap.error("--steps and --every must be at least 1")
     torch.set_num_threads(os.cpu_count() or 1)
     if a.model:
-        if not (Path(a.model) / "config.json").is_file():
-            ap.error(f"--model {a.model}: not a saved model directory (no config.json); build one with rolecall make-base --out DIR")
-        return measure_saved(Path(a.model))
+        try:
+            model_dir = resolve_model_dir(a.model, what="--model")
+        except FileNotFoundError as e:
+            ap.error(str(e))
+        return measure_saved(model_dir)
     tok = build_tokenizer()
     model = build_model(tok, 0)
     plan = copy_steps(a.steps, a.rows, tok, 17, a.shift)

@@ -46,7 +46,8 @@ def test_init_from_continues_from_the_given_weights_and_records_them(tmp_path):
     assert (tmp_path / "b" / "model.safetensors").read_bytes() == (tmp_path / "a" / "model.safetensors").read_bytes()
     assert info["init_from"]["build"] == json.loads((tmp_path / "a" / "rolecall_base.json").read_text())
     assert info["search_rate"] == 1.0 and info["lr"] == 0.0
-    with pytest.raises(ValueError, match="no config.json"):
+    assert info["workflows"] == []  # a search-only build names none of the workflows it skipped
+    with pytest.raises(FileNotFoundError, match="init_from: .* is not a model directory with a config.json"):
         make_base(tmp_path / "c", init_from=tmp_path / "nothing", **first)
 
 

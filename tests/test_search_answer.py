@@ -401,6 +401,38 @@ def test_the_pretraining_oracle_plays_both_roles():
                      1.0, random.Random(0)) == "\\boxed{abstain}"
 
 
+def test_unseen_search_errors_teach_abstention_not_wrong_queries():
+    """With unseen errors the oracle's searcher slips, but only its right plays are kept: every
+    kept searcher turn queries the name the evidence leads to, while the generator's kept turns
+    now abstain on the evidence the slips left short (at rate 1 with no slips it never does)."""
+    import random
+
+    from rolecall.basemodel.search_oracle import SearchOracleEngine, follow, parse_question
+
+    task = MultiHopTask(people=30, n_val=10, seed=7)
+    wf = build_workflow("search_answer", workflow_prompts("search_answer", None), {"augment": 0.0})
+
+    def play(unseen):
+        engine = SearchOracleEngine(1.0, random.Random(0), lambda msgs: msgs[-1]["content"], unseen)
+        rollout(wf, task.train()[:60], 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
+        return engine.examples
+
+    def kinds(examples):
+        searches = [(p, c) for p, c in examples if "Find evidence" in p]
+        answers = [c for p, c in examples if "Find evidence" not in p]
+        return searches, answers
+
+    clean_searches, clean_answers = kinds(play(0.0))
+    assert "\\boxed{abstain}" not in clean_answers and len(clean_searches) == 120
+    searches, answers = kinds(play(0.4))
+    assert 0 < len(searches) < 120 and len(answers) == 60  # slips dropped; every generator turn kept
+    assert 5 <= answers.count("\\boxed{abstain}") < 60
+    for prompt, said in searches:
+        entity, first, _ = parse_question(prompt.split("Question: ", 1)[1].split("\n", 1)[0])
+        want = follow(prompt.split("Evidence so far:", 1)[1], entity, first) or entity
+        assert said == f"\\boxed{{{want}}}"
+
+
 @pytest.mark.parametrize("estimator", ["grpo", "agentwise", "turnwise", "drgrpo", "rloo", "softrank"])
 def test_every_estimator_trains_search_answer(estimator):
     """Scripted episodes with mixed outcomes through every estimator: one finite advantage per

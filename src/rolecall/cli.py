@@ -261,8 +261,12 @@ def make_base_cmd(
     search_only: bool = typer.Option(False, "--search-only", help="A base for search_answer alone: the copy phase, "
                                      "then search transcripts and name facts; no arithmetic facts, no other "
                                      "workflow's turns (--fact-steps and --episodes are ignored)."),
-    search_rate: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="How often the search oracle plays "
-                                                "right (default: the oracle's 0.6 of every role)."),
+    search_rate: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="How often the search oracle's "
+                                                "searcher and generator play right (default: 0.6, the oracle's "
+                                                "rate for solving)."),
+    unseen_search_errors: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of searcher turns played wrong "
+                                               "and not kept as examples: the generator sees the evidence fall "
+                                               "short and learns to abstain; the searcher learns right plays only."),
     init_from: Optional[Path] = typer.Option(None, "--init-from", help="Continue from a model make-base built "
                                              "(a second stage with its own schedule) instead of fresh weights."),
 ) -> None:
@@ -294,7 +298,8 @@ def make_base_cmd(
         rest = dict(fact_steps=0, episodes_per_workflow=0, role_functions=0, n_chat_facts=0) if search_only else \
             dict(fact_steps=fact_steps, episodes_per_workflow=episodes)
         info = make_base(out, seed=seed, search_episodes=search_episodes, n_copy_steps=copy_steps,
-                         shift_facts=shift_facts, search_rate=search_rate, init_from=init_from, lr=lr, progress=prog,
+                         shift_facts=shift_facts, search_rate=search_rate,
+                         unseen_search_errors=unseen_search_errors, init_from=init_from, lr=lr, progress=prog,
                          **rest)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")

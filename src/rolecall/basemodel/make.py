@@ -69,8 +69,9 @@ def _built_model(path: Path, tok):
     (token ids would mean other characters)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if not (path / "config.json").is_file():
-        raise ValueError(f"init_from {path}: not a saved model directory (no config.json)")
+    from rolecall.policies.model import resolve_model_dir
+
+    path = resolve_model_dir(str(path), what="init_from")
     if AutoTokenizer.from_pretrained(path).get_vocab() != tok.get_vocab():
         raise ValueError(f"init_from {path}: its tokenizer is not make-base's, so its token ids mean other characters")
     build = path / "rolecall_base.json"
@@ -79,11 +80,13 @@ def _built_model(path: Path, tok):
 
 def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: OracleRates,
                 seed: int, role_functions: int = 0, search_episodes: int = 0,
-                search_rate: float | None = None) -> list[tuple[list[int], int]]:
+                search_rate: float | None = None, unseen_search_errors: float = 0.0) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) for every turn of oracle-played episodes of every workflow,
     plus `role_functions` generic role turns in varied wordings and `search_episodes`
     episodes of search_answer, each on a small world of its own (own random stream: 0 leaves the rest
-    byte for byte as before), played right at `search_rate` (default `rates.solve`)."""
+    byte for byte as before), played right at `search_rate` (default `rates.solve`), with
+    `unseen_search_errors` of the searcher's turns played wrong and left out (see
+    `SearchOracleEngine`)."""
     rng = random.Random(seed)
     render = lambda msgs: tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     engine = OracleEngine(rates, rng, render)
@@ -99,7 +102,7 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
                  for msgs, completion, _ in role_function_examples(train, role_functions, rates, seed + 3)]
     if search_episodes:
         search_rates = rates if search_rate is None else replace(rates, solve=search_rate)
-        examples += search_transcripts(render, search_episodes, search_rates, seed + 11)
+        examples += search_transcripts(render, search_episodes, search_rates, seed + 11, unseen_search_errors)
     out = []
     for prompt, completion in examples:
         p = tok(prompt, add_special_tokens=False)["input_ids"]
@@ -118,7 +121,8 @@ def _small_world(rng: random.Random, people: int = 6):
                         n_val=1, seed=rng.getrandbits(32))
 
 
-def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> list[tuple[str, str]]:
+def search_transcripts(render, episodes: int, rates: OracleRates, seed: int,
+                       unseen_errors: float = 0.0) -> list[tuple[str, str]]:
     """Oracle-played search_answer turns (searcher and generator, no augmented turns), each
     episode on a world of its own whose passages the question carries as its `context`."""
     from rolecall.basemodel.search_oracle import SearchOracleEngine
@@ -132,7 +136,7 @@ def search_transcripts(render, episodes: int, rates: OracleRates, seed: int) -> 
         q = world.questions[rng.randrange(len(world.questions))]
         context = [{"id": p.id, "title": p.title, "text": p.text} for p in world.passages]
         problems.append(Problem(f"{q.uid}-{i}", q.prompt, q.answer, {**q.meta, "context": context}))
-    engine = SearchOracleEngine(rates.solve, rng, render)
+    engine = SearchOracleEngine(rates.solve, rng, render, unseen_errors)
     wf = build_workflow("search_answer", workflow_prompts("search_answer", None), {"augment": 0.0})
     rollout(wf, problems, 1, engine, {r: r for r in wf.roles}, lambda r: 0, 1.0)
     return engine.examples
@@ -302,7 +306,7 @@ def train_step(model, opt, sched, rows: list[tuple[list[int], list[int]]], pad: 
 def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch: int = 32, lr: float = 3e-3,
               seed: int = 0, episodes_per_workflow: int = 1000, n_chat_facts: int = 12000, role_functions: int = 16000,
               search_episodes: int = 0, n_copy_steps: int = 0, shift_facts: bool = False,
-              search_rate: float | None = None, init_from: Path | None = None,
+              search_rate: float | None = None, unseen_search_errors: float = 0.0, init_from: Path | None = None,
               rates: OracleRates = OracleRates(),
               progress: Callable[[int, int, float], None] | None = None) -> dict:
     """Phase 0 (`n_copy_steps`, none in the shipped build): copying names off the page (see
@@ -312,7 +316,9 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     search transcripts, name facts and copy drills. With `shift_facts` every name fact comes
     after unrelated passages (see `name_fact_text`). One optimizer and one warmup+cosine
     schedule span all phases. `search_rate` sets how often the search oracle plays right
-    (default `rates.solve`); `init_from` continues from a model built here before instead of
+    (default `rates.solve`) and `unseen_search_errors` how many of its searcher turns are played
+    wrong without being kept (the generator's evidence falls short, see `SearchOracleEngine`);
+    `init_from` continues from a model built here before instead of
     fresh weights (a second stage: its own schedule, its build recorded under `init_from`)."""
     torch.manual_seed(seed)
     tok = build_tokenizer()
@@ -322,7 +328,7 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     rng = random.Random(seed)
     phase1 = [packed_facts(task, fact_batch, 12, tok, seed * 100_003 + i) for i in range(fact_steps)]
     mix = _as_masked(transcripts(tok, task, episodes_per_workflow, rates, seed, role_functions, search_episodes,
-                                 search_rate))
+                                 search_rate, unseen_search_errors))
     mix += chat_facts(task, n_chat_facts, tok, seed)
     mix += packed_facts(task, n_chat_facts // 12, 12, tok, seed + 7)
     if search_episodes:
@@ -349,12 +355,15 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
-            "workflows": [[n, o, w] for n, o, w in PRETRAINED], "role_functions": role_functions,
+            # A search-only build plays none of them: say so, not the list it skipped.
+            "workflows": [[n, o, w] for n, o, w in PRETRAINED] if episodes_per_workflow else [],
+            "role_functions": role_functions,
             "chat_facts": n_chat_facts,
             **({"search_episodes": search_episodes, "search_world_people": SEARCH_WORLD_PEOPLE} if search_episodes else {}),
             **({"copy_steps": n_copy_steps} if n_copy_steps else {}),
             **({"shift_facts": True} if shift_facts else {}),
             **({"search_rate": search_rate} if search_rate is not None else {}),
+            **({"unseen_search_errors": unseen_search_errors} if unseen_search_errors else {}),
             **({"init_from": {"path": str(init_from), "build": source}} if init_from is not None else {})}
     (out / "rolecall_base.json").write_text(json.dumps(info, indent=2))
     return info

@@ -96,10 +96,16 @@ def generator(text: str, rate: float, rng: random.Random, abstain: str = "abstai
 
 
 class SearchOracleEngine:
-    """Plays `searcher` and `generator` turns of `search_answer` (route roles to themselves)."""
+    """Plays `searcher` and `generator` turns of `search_answer` (route roles to themselves).
 
-    def __init__(self, rate: float, rng: random.Random, render) -> None:
-        self.rate, self.rng, self.render = rate, rng, render
+    `unseen_errors`: that share of searcher turns is played wrong and not kept as an example.
+    The generator still sees the short evidence such a turn leaves, so it learns to abstain on
+    it, while the searcher learns right plays only. (Built for a second stage on a base that
+    searched right but never abstained: at search rate 1 the evidence always sufficed, so the
+    generator never saw an abstention, and RL's abstention terms could never pay.)"""
+
+    def __init__(self, rate: float, rng: random.Random, render, unseen_errors: float = 0.0) -> None:
+        self.rate, self.rng, self.render, self.unseen_errors = rate, rng, render, unseen_errors
         self.examples: list[tuple[str, str]] = []  # (rendered prompt, completion)
 
     def generate(self, requests, *, temperature: float):
@@ -107,9 +113,14 @@ class SearchOracleEngine:
 
         outs = []
         for r in requests:
-            text = r.messages[-1]["content"]
-            play = searcher if r.policy == "searcher" else generator
-            prompt, completion = self.render(r.messages), play(text, self.rate, self.rng)
-            self.examples.append((prompt, completion))
+            text, prompt = r.messages[-1]["content"], self.render(r.messages)
+            # Drawn only when asked for, so the default streams stay byte for byte as before.
+            unseen = r.policy == "searcher" and self.unseen_errors > 0 and self.rng.random() < self.unseen_errors
+            if unseen:
+                completion = searcher(text, 0.0, self.rng)
+            else:
+                play = searcher if r.policy == "searcher" else generator
+                completion = play(text, self.rate, self.rng)
+                self.examples.append((prompt, completion))
             outs.append(GenOutput(prompt_text=prompt, completion_text=completion))
         return outs
