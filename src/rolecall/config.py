@@ -235,6 +235,10 @@ class TrainCfg(_Strict):
     val_every: PositiveInt = Field(10, description="Validate every N steps (and at step 0 and the end).")
     checkpoint_every: PositiveInt = Field(10, description="Checkpoint every N steps (and at the end).")
     keep_last: PositiveInt = Field(3, description="Checkpoints kept.")
+    max_minutes: float | None = Field(
+        None, gt=0, description="Wall-clock limit of this process, in minutes: the first step to end past it is "
+                                "validated and checkpointed, and the run stops there (exit 0; --resume continues it, "
+                                "with a fresh limit). None: no limit.")
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = a fair share of the cores: all of them for a run "
                                               "alone, split evenly among the rolecall training runs on the machine.")

@@ -424,6 +424,11 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
     def stopping() -> bool:  # every rank stops at the same step when any of them is asked to
         return dp.any_true(stop.requested) if dp is not None else stop.requested
 
+    def out_of_time() -> bool:  # train.max_minutes, decided on every rank alike (as a stop is)
+        limit = cfg.train.max_minutes
+        late = limit is not None and time.time() - t_start >= limit * 60
+        return dp.any_true(late) if dp is not None else late
+
     def val_due(step: int) -> bool:
         return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
@@ -516,12 +521,19 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
                 save(step)
                 raise halt
             requested = stopping()
-            if val_due(step) and not requested:  # a stop skips it; the resume runs it
+            late = out_of_time() and step < cfg.train.steps
+            if (val_due(step) or late) and not requested:  # a stop skips it; the resume runs it
                 validation(step)
                 requested = stopping()  # a signal during the validation still saves this step
-            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested:
+            if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested or late:
                 save(step)
                 saved_at = step
+            if late and not requested:  # a finished slice of the run, not a failure: exit 0
+                if lead:
+                    notify(f"train.max_minutes={cfg.train.max_minutes:g} reached after step {step} of "
+                           f"{cfg.train.steps}: validated, checkpoint step_{step} is saved. Continue with: "
+                           f"{resume_command(run.path)}")
+                break
             if stop_after is not None and step >= stop_after:
                 break
         if requested and saved_at < cfg.train.steps:
