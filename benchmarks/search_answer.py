@@ -6,7 +6,7 @@ both abstention terms removed, nothing else changed). Reads validation F1, EM, a
 and evidence-sufficiency rates from each run's metrics.jsonl and records them with the base
 weights the runs started from.
 
-    python benchmarks/search_answer.py                         # both arms, 15-minute budget each
+    python benchmarks/search_answer.py                         # both arms, 15 minutes each
     python benchmarks/search_answer.py --model /tmp/base       # on another base model
     python benchmarks/search_answer.py --steps 60 --only full
 
@@ -57,9 +57,12 @@ def paired_gain(before: dict[str, float], after: dict[str, float], draws: int = 
             "improved": sum(d > 0 for d in diffs), "worsened": sum(d < 0 for d in diffs)}
 
 
-def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int) -> dict:
+def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int, budget_min: float) -> dict:
+    # The run stops at the budget (train.max_minutes): no validation after it could be judged.
+    # The schedule still spans train.steps, so the arms follow the same trajectory.
     cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "search_answer.yaml"), *ARMS[name],
-           f"train.steps={steps}", f"train.seed={seed}", f"train.val_samples={N_VAL}", "--out", str(out)]
+           f"train.steps={steps}", f"train.seed={seed}", f"train.val_samples={N_VAL}",
+           f"train.max_minutes={budget_min}", "--out", str(out)]
     cmd += [f"model.path={model}"] if model else []
     t0 = time.time()
     run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
@@ -84,7 +87,8 @@ def main() -> int:
     results = json.loads(RESULT.read_text()) if RESULT.is_file() else {"runs": {}}
     met = True
     for name in [a.only] if a.only else list(ARMS):
-        res = run_arm(name, a.runs_dir / f"search-{name}-{int(time.time())}", a.steps, a.model, a.seed)
+        res = run_arm(name, a.runs_dir / f"search-{name}-{int(time.time())}", a.steps, a.model, a.seed,
+                      a.budget_min)
         within = [v for v in res["val_curve"] if v["elapsed_s"] <= a.budget_min * 60]
         start, end = within[0], within[-1]
         res.update(budget_s=a.budget_min * 60, start=start, end_within_budget=end,
