@@ -57,12 +57,13 @@ def paired_gain(before: dict[str, float], after: dict[str, float], draws: int = 
             "improved": sum(d > 0 for d in diffs), "worsened": sum(d < 0 for d in diffs)}
 
 
-def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int, budget_min: float) -> dict:
+def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int, budget_min: float,
+            val_every: int) -> dict:
     # The run stops at the budget (train.max_minutes): no validation after it could be judged.
     # The schedule still spans train.steps, so the arms follow the same trajectory.
     cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "search_answer.yaml"), *ARMS[name],
            f"train.steps={steps}", f"train.seed={seed}", f"train.val_samples={N_VAL}",
-           f"train.max_minutes={budget_min}", "--out", str(out)]
+           f"train.max_minutes={budget_min}", f"train.val_every={val_every}", "--out", str(out)]
     cmd += [f"model.path={model}"] if model else []
     t0 = time.time()
     run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
@@ -79,6 +80,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--budget-min", type=float, default=15.0)
+    ap.add_argument("--val-every", type=int, default=10,
+                    help="steps between validations (each takes about 45 s of the budget on 2 cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="model.path for the runs (default: the embedded model)")
     ap.add_argument("--only", choices=sorted(ARMS))
@@ -88,7 +91,7 @@ def main() -> int:
     met = True
     for name in [a.only] if a.only else list(ARMS):
         res = run_arm(name, a.runs_dir / f"search-{name}-{int(time.time())}", a.steps, a.model, a.seed,
-                      a.budget_min)
+                      a.budget_min, a.val_every)
         within = [v for v in res["val_curve"] if v["elapsed_s"] <= a.budget_min * 60]
         start, end = within[0], within[-1]
         res.update(budget_s=a.budget_min * 60, start=start, end_within_budget=end,
