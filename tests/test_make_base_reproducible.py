@@ -47,6 +47,7 @@ def test_init_from_continues_from_the_given_weights_and_records_them(tmp_path):
     assert info["init_from"]["build"] == json.loads((tmp_path / "a" / "rolecall_base.json").read_text())
     assert info["search_rate"] == 1.0 and info["lr"] == 0.0
     assert info["workflows"] == []  # a search-only build names none of the workflows it skipped
+    assert info["versions"]["torch"] == torch.__version__ and info["versions"]["transformers"]
     with pytest.raises(FileNotFoundError, match="init_from: .* is not a model directory with a config.json"):
         make_base(tmp_path / "c", init_from=tmp_path / "nothing", **first)
 

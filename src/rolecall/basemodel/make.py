@@ -12,6 +12,7 @@ import random
 import re
 import time
 from dataclasses import replace
+from importlib.metadata import version as _version
 from pathlib import Path
 from typing import Callable
 
@@ -354,6 +355,8 @@ def make_base(out: Path, *, fact_steps: int = 1500, fact_batch: int = 16, batch:
     info = {"fact_steps": fact_steps, "steps": steps, "batch": batch, "lr": lr, "seed": seed,
             "mix_examples": len(mix), "final_loss_ema": round(loss_ema or 0.0, 4),
             "seconds": round(time.time() - t0, 1), "params": sum(p.numel() for p in model.parameters()),
+            # Weights are reproduced per library build: two venvs gave two bases from one command.
+            "versions": {"torch": torch.__version__, "transformers": _version("transformers")},
             "rates": rates.__dict__, "episodes_per_workflow": episodes_per_workflow,
             # A search-only build plays none of them: say so, not the list it skipped.
             "workflows": [[n, o, w] for n, o, w in PRETRAINED] if episodes_per_workflow else [],
