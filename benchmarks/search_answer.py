@@ -9,6 +9,7 @@ weights the runs started from.
     python benchmarks/search_answer.py                         # both arms, 15 minutes each
     python benchmarks/search_answer.py --model /tmp/base       # on another base model
     python benchmarks/search_answer.py --steps 60 --only full
+    python benchmarks/search_answer.py --set workflow.options.alpha=0.2   # other coefficients, both arms
 
 The bar: validation F1 rises over its step-0 value within 15 minutes, by more than chance
 (exit 1 if not). Every validation episode is logged, so the rise is taken per problem, paired
@@ -58,10 +59,11 @@ def paired_gain(before: dict[str, float], after: dict[str, float], draws: int = 
 
 
 def run_arm(name: str, out: Path, steps: int, model: str | None, seed: int, budget_min: float,
-            val_every: int) -> dict:
+            val_every: int, overrides: list[str]) -> dict:
     # The run stops at the budget (train.max_minutes): no validation after it could be judged.
     # The schedule still spans train.steps, so the arms follow the same trajectory.
-    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "search_answer.yaml"), *ARMS[name],
+    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "search_answer.yaml"),
+           *overrides, *ARMS[name],  # the arm's own switch last, so no override can undo it
            f"train.steps={steps}", f"train.seed={seed}", f"train.val_samples={N_VAL}",
            f"train.max_minutes={budget_min}", f"train.val_every={val_every}", "--out", str(out)]
     cmd += [f"model.path={model}"] if model else []
@@ -85,13 +87,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="model.path for the runs (default: the embedded model)")
     ap.add_argument("--only", choices=sorted(ARMS))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for both arms, e.g. workflow.options.alpha=0.2 (repeatable)")
     ap.add_argument("--runs-dir", type=Path, default=Path("/tmp/rolecall-bench"))
     a = ap.parse_args()
     results = json.loads(RESULT.read_text()) if RESULT.is_file() else {"runs": {}}
     met = True
     for name in [a.only] if a.only else list(ARMS):
         res = run_arm(name, a.runs_dir / f"search-{name}-{int(time.time())}", a.steps, a.model, a.seed,
-                      a.budget_min, a.val_every)
+                      a.budget_min, a.val_every, a.set)
         within = [v for v in res["val_curve"] if v["elapsed_s"] <= a.budget_min * 60]
         start, end = within[0], within[-1]
         res.update(budget_s=a.budget_min * 60, start=start, end_within_budget=end,
