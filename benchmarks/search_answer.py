@@ -15,7 +15,7 @@ The bar: validation F1 rises over its step-0 value within 15 minutes, by more th
 (exit 1 if not). Every validation episode is logged, so the rise is taken per problem, paired
 with step 0, with a 95 % bootstrap interval whose low end must be above 0: a rise from near 0
 on 200 problems can be one lucky answer.
-Writes benchmarks/results/search_answer.json (arms merged by name).
+Writes benchmarks/results/search_answer.json (arms merged by name, and by the --set overrides).
 """
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ def main() -> int:
                                       f1_by_problem(Path(res["run_dir"]) / "val_samples.jsonl", end["step"])))
         if name == "full":  # a rise, and more than chance: the paired interval's low end is above 0
             met = res["f1_gain"] > 0 and res["paired"].get("ci95", [0])[0] > 0
-        results["runs"][name] = res
+        # Runs with other settings sit beside the defaults' instead of replacing them.
+        results["runs"][name if not a.set else f"{name} ({', '.join(a.set)})"] = res
         print(f"{name}: F1 {start['f1']:.3f} -> {end['f1']:.3f} (step {end['step']}, {end['elapsed_s'] / 60:.1f} min), "
               f"abstain {end['abstain_rate']:.2f}, sufficient {end['sufficiency_rate']:.2f}; "
               f"paired gain {res['paired'].get('gain')} (95 % {res['paired'].get('ci95')})")
