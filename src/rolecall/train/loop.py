@@ -426,7 +426,9 @@ def _train(cfg: Config, run: RunDir, resume: bool, force: bool, skip_damaged: bo
 
     def out_of_time() -> bool:  # train.max_minutes, decided on every rank alike (as a stop is)
         limit = cfg.train.max_minutes
-        late = limit is not None and time.time() - t_start >= limit * 60
+        if limit is None:  # the same config on every rank: no collective needed
+            return False
+        late = time.time() - t_start >= limit * 60
         return dp.any_true(late) if dp is not None else late
 
     def val_due(step: int) -> bool:
