@@ -126,7 +126,7 @@ def main() -> int:
     torch.set_num_threads(os.cpu_count() or 1)
     if a.model:
         try:
-            model_dir = resolve_model_dir(a.model, what="--model")
+            model_dir = resolve_model_dir(a.model, what="--model", hint=" (build one with `rolecall make-base --out DIR`)")
         except FileNotFoundError as e:
             ap.error(str(e))
         return measure_saved(model_dir)

@@ -72,7 +72,7 @@ def _built_model(path: Path, tok):
 
     from rolecall.policies.model import resolve_model_dir
 
-    path = resolve_model_dir(str(path), what="init_from")
+    path = resolve_model_dir(str(path), what="init_from", hint=" (build one with `rolecall make-base --out DIR`)")
     if AutoTokenizer.from_pretrained(path).get_vocab() != tok.get_vocab():
         raise ValueError(f"init_from {path}: its tokenizer is not make-base's, so its token ids mean other characters")
     build = path / "rolecall_base.json"

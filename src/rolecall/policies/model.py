@@ -15,13 +15,12 @@ def embedded_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "basemodel" / "embedded"
 
 
-def resolve_model_dir(path: str, what: str = "model.path") -> Path:
-    """`embedded` or a local directory; a clear error, naming the setting `what`, instead of a
-    hub download attempt."""
+def resolve_model_dir(path: str, what: str = "model.path", hint: str = "") -> Path:
+    """`embedded` or a local directory; a clear error, naming the setting `what` (and the
+    caller's `hint` on where such a directory comes from), instead of a hub download attempt."""
     p = embedded_dir() if path == EMBEDDED else Path(path).expanduser()
     if not (p / "config.json").is_file():
-        hint = " (run `rolecall make-base` to build the embedded model)" if path == EMBEDDED else \
-            " (build one with `rolecall make-base --out DIR`)"
+        hint = " (run `rolecall make-base` to build the embedded model)" if path == EMBEDDED else hint
         raise FileNotFoundError(f"{what}: {str(p)!r} is not a model directory with a config.json{hint}")
     return p
 
