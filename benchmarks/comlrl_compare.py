@@ -80,7 +80,8 @@ def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int
     """`extra` overrides say what to train on (default: the 2-digit additions); `verifier`
     replaces EitherCorrect."""
     from rolecall.config import load_config
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step
 
     cfg = load_config(None, ["workflow.name=benchmarks.comlrl_compare:CooperativePair",
                              "rollout.problems_per_step=1", f"rollout.group_size={group}",
@@ -117,7 +118,7 @@ def rolecall_phases(steps: int = 10, seed: int = 0) -> dict:
     import torch
 
     import rolecall.engines.hf as hf
-    import rolecall.train.update as update
+    import rolecall.algo.update as update
 
     spent: dict[str, float] = {}
 

@@ -135,7 +135,7 @@ def matmul_limit(shape: Shape, tokens: int = 4096, repeats: int = 5) -> dict:
 
 def _rows(tok_count: int, prompts: int, samples: int, prompt_len: int, completion_len: int, policy: str,
           seed: int = 0):
-    from rolecall.train.batch import Row
+    from rolecall.algo.batch import Row
 
     rng = random.Random(seed)
     rows = []
@@ -170,8 +170,8 @@ def stack_update(overrides: dict, prompts: int, samples: int, P: int, C: int):
     diagnostics) on a `single` run's stack with `overrides`, over `prompts` x `samples` random
     rows of P + C tokens. Returns it as a function of no arguments, and the stack (close it)."""
     import rolecall
-    from rolecall.train.loop import build_stack
-    from rolecall.train.update import update_policies
+    from rolecall.train.stack import build_stack
+    from rolecall.algo.update import update_policies
 
     cfg = rolecall.make_config({"workflow": {"name": "single"}, **overrides,
                                 "train": {"diagnostics": "basic", **overrides.get("train", {})}})
@@ -339,8 +339,8 @@ def update_setup(model_dir: Path, shape: Shape, completion: int, policies: int, 
     router. Returns the update as a function of no arguments, its rows and its micro-batch budget."""
     from rolecall.config import AlgoCfg, OptimCfg
     from rolecall.policies.model import adapter_params, attach_adapters, load_base
-    from rolecall.train.optim import build_optimizers
-    from rolecall.train.update import update_policies
+    from rolecall.algo.optim import build_optimizers
+    from rolecall.algo.update import update_policies
 
     model, tok = load_base(str(model_dir))
     names = [f"p{i}" for i in range(policies)]

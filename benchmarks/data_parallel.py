@@ -34,7 +34,8 @@ def arm(rank: int, world: int, init_file: str, threads: int, out: str) -> None:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         import rolecall
-        from rolecall.train.loop import build_stack, train_step
+        from rolecall.train.stack import build_stack
+        from rolecall.train.step import train_step
 
         stack = build_stack(rolecall.make_config("examples/voting", {"rollout.request_seeds": True,
                                                                      "train.threads": threads}))

@@ -23,7 +23,9 @@ import torch
 
 from rolecall.config import load_config
 from rolecall.diagnostics.trajectory import role_signatures
-from rolecall.train.loop import build_monitor, build_stack, train_step
+from rolecall.train.session import build_monitor
+from rolecall.train.stack import build_stack
+from rolecall.train.step import train_step
 
 OUT = Path(__file__).resolve().parent / "results" / "diagnostics_overhead.json"
 

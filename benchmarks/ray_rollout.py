@@ -28,7 +28,8 @@ RESULT = HERE / "results" / "ray_rollout.json"
 
 def time_arm(workers: int, repeats: int) -> dict:
     import rolecall
-    from rolecall.train.loop import _rollout, build_stack, problems_for_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import roll_out, problems_for_step
 
     cfg = rolecall.make_config("examples/voting", {"rollout.request_seeds": True, "rollout.actors": workers})
     t0 = time.time()
@@ -36,11 +37,11 @@ def time_arm(workers: int, repeats: int) -> dict:
     start_s = time.time() - t0
     try:
         problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, 0, 1)
-        _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=1, training=True)  # warm-up
+        roll_out(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=1, training=True)  # warm-up
         times, tokens = [], 0
         for r in range(repeats):
             t0 = time.time()
-            eps = _rollout(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=2 + r, training=True)
+            eps = roll_out(stack, problems, cfg.rollout.group_size, stack.routing.routes, seed=2 + r, training=True)
             times.append(time.time() - t0)
             tokens = sum(len(t.completion_ids) for ep in eps for t in ep.turns)
     finally:

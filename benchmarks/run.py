@@ -169,7 +169,8 @@ def ip_sp_cost(steps: int = 4, extra: tuple[str, ...] = ()) -> dict:
     """Isolated vs Shared Policy on the default voting run (`extra`: more config overrides),
     the two stacks alternating step by step after one warm-up step each."""
     from rolecall.config import load_config
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step
 
     stacks = {r: build_stack(load_config(None, [f"routing={r}", *extra])) for r in ("isolated", "shared")}
     try:

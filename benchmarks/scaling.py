@@ -26,7 +26,8 @@ import torch
 def step_cost(overrides: list[str], steps: int = 3) -> dict:
     """Median s/step and generated tokens per step over `steps` steps after one warm-up step."""
     from rolecall.config import load_config
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step
 
     stack = build_stack(load_config(None, ["train.threads=2", *overrides]))
     train_step(stack, 1)

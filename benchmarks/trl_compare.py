@@ -107,7 +107,8 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
 def rolecall_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, seed: int,
                  extra: tuple[str, ...] = ()) -> dict:
     from rolecall.config import load_config
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step
 
     cfg = load_config(None, ["workflow.name=single", f"rollout.problems_per_step={prompts_per_step}",
                              f"rollout.group_size={group}", f"rollout.max_new_tokens={max_new_tokens}",

@@ -18,9 +18,10 @@ def run(rank: int, world: int, init_file: str, model_dir: str, here: str, out: s
         from peft import get_peft_model_state_dict
 
         from dp_common import config
-        from rolecall.train import update
-        from rolecall.train.loop import build_stack, train_step
-        from rolecall.train.role_stats import flat_grad
+        from rolecall.algo import update
+        from rolecall.train.stack import build_stack
+        from rolecall.train.step import train_step
+        from rolecall.algo.role_stats import flat_grad
 
         grads = []  # each optimizer step's gradient, as the step sees it (after the sum across ranks)
         real_step = update._step

@@ -173,7 +173,7 @@ def test_softrank_zero_mean_affine_invariant_and_variance_within_theorem_1(k, ta
 
 
 def test_turnwise_groups_by_turn_index_and_role():
-    from rolecall.train.stages import group_id
+    from rolecall.algo.credit import group_id
     from rolecall.types import Episode, Problem, Turn
 
     ep = Episode(problem=Problem(uid="p", prompt="", answer=""), turns=[], final_answer="", sample=0)

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from rolecall.train.batch import Row, collate, micro_batches, padded_cost, rows_for_policy
+from rolecall.algo.batch import Row, collate, micro_batches, padded_cost, rows_for_policy
 from rolecall.types import Turn
 
 PAD = 0

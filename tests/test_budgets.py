@@ -14,8 +14,9 @@ from rolecall.engines.base import GenRequest
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rewards.verifier import MathVerifier
 from rolecall.rollout import rollout
-from rolecall.train.loop import build_stack, train_step
-from rolecall.train.stages import score
+from rolecall.train.stack import build_stack
+from rolecall.train.step import train_step
+from rolecall.algo.scoring import score
 from rolecall.types import Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts, user
 
@@ -118,11 +119,11 @@ def test_an_episode_over_its_time_budget_is_cut_and_the_others_finish():
     long_eps = [e for e in eps if e.problem.uid == "long"]
     done = [e for e in eps if e.problem.uid != "long"]
     for ep in long_eps:
-        assert ep.info["timed_out"] is True and ep.info["elapsed_s"] > 0.2
+        assert ep.timed_out is True and ep.elapsed_s > 0.2
         assert ep.final_answer == "" and 1 <= len(ep.turns) < 10
         assert all(t.completion_text == "\\boxed{1}" for t in ep.turns)  # no reserved, never-served turn
     for ep in done:
-        assert "timed_out" not in ep.info and ep.final_answer == "\\boxed{1}" and len(ep.turns) == 1
+        assert not ep.timed_out and ep.final_answer == "\\boxed{1}" and len(ep.turns) == 1
     # The cut episodes' pending calls were never sent: the engine saw exactly the recorded turns.
     assert sum(len(b) for b in engine.batches) == sum(len(e.turns) for e in eps)
     assert took < 1.0
@@ -130,7 +131,7 @@ def test_an_episode_over_its_time_budget_is_cut_and_the_others_finish():
 
 def test_a_workflow_spinning_between_awaits_is_cut():
     eps, took = _run(Spinner({}), ScriptedEngine(lambda r: "\\boxed{1}"), ["long", "short"], budget_s=0.1)
-    assert [bool(e.info.get("timed_out")) for e in eps] == [True, True, False, False]
+    assert [e.timed_out for e in eps] == [True, True, False, False]
     assert [e.final_answer for e in eps] == ["", "", "\\boxed{1}", "\\boxed{1}"]
     assert took < 1.0
 
@@ -141,19 +142,19 @@ def test_parallel_calls_of_a_timed_out_episode_are_dropped_together(caplog):
     eps, _ = _run(build_workflow("voting", load_prompts(), {}), engine, ["p"], budget_s=0.1)
     gc.collect()  # asyncio reports an unretrieved task exception when the task is collected
     assert [len(b) for b in engine.batches] == [6]
-    assert all(e.info["timed_out"] and [t.role for t in e.turns] == ["generator"] * 3 for e in eps)
+    assert all(e.timed_out and [t.role for t in e.turns] == ["generator"] * 3 for e in eps)
     assert "never retrieved" not in caplog.text
 
 
 def test_without_a_budget_nothing_is_cut():
     eps, _ = _run(Chatty({}), SlowEngine(wave_s=0.0), ["long"], budget_s=None, group=1)
-    assert len(eps[0].turns) == 10 and "timed_out" not in eps[0].info
+    assert len(eps[0].turns) == 10 and not eps[0].timed_out
 
 
 def test_a_timed_out_episode_is_scored_as_answerless():
     eps, _ = _run(Spinner({}), ScriptedEngine(lambda r: "\\boxed{1}"), ["long", "short"], budget_s=0.05)
     score(eps, MathVerifier(checker="strict"))
-    assert [(e.reward, e.info["status"]) for e in eps] == [(0.0, "no_answer")] * 2 + [(1.0, "ok")] * 2
+    assert [(e.reward, e.status) for e in eps] == [(0.0, "no_answer")] * 2 + [(1.0, "ok")] * 2
 
 
 def test_the_config_budget_reaches_the_training_rollout(stack):
@@ -165,4 +166,4 @@ def test_the_config_budget_reaches_the_training_rollout(stack):
     finally:
         stack.cfg = cfg
     assert row["rollout/timed_out_frac"] == 1.0
-    assert all(ep.info["timed_out"] and ep.reward == 0.0 for ep in episodes)
+    assert all(ep.timed_out and ep.reward == 0.0 for ep in episodes)

@@ -29,10 +29,11 @@ from typer.testing import CliRunner
 
 from rolecall.cli import app
 from rolecall.config import load_config
-from rolecall.train import checkpoint
-from rolecall.train.checkpoint import (CheckpointError, discard_partial, latest_checkpoint, load_checkpoint,
+from rolecall import fsio
+from rolecall.rundir import checkpoint
+from rolecall.rundir.checkpoint import (CheckpointError, discard_partial, latest_checkpoint, load_checkpoint,
                                        save_checkpoint)
-from rolecall.train.loop import build_stack
+from rolecall.train.stack import build_stack
 
 KILL_TRIALS = int(os.environ.get("ROLECALL_KILL_TRIALS", "3"))
 STEP_DIR = re.compile(r"step_\d+")
@@ -138,6 +139,12 @@ class _FullDisk:
         return os.write(fd, data)
 
 
+def _patch_os(monkeypatch, fake) -> None:
+    """`os` for the checkpoint module and the durable-write helper it writes every file through."""
+    monkeypatch.setattr(checkpoint, "os", fake)
+    monkeypatch.setattr(fsio, "os", fake)
+
+
 # In write order; the `latest` marker is written after the step directory is already in place.
 @pytest.mark.parametrize("fills_at", ["adapter_model.safetensors", "adapter_config.json", "trainer_state.pt",
                                       "checkpoint.json", ".tmp-latest-"])
@@ -145,10 +152,10 @@ def test_disk_full_mid_save_fails_clearly_and_keeps_the_previous_checkpoint(stac
     run, root = tmp_path / "run", tmp_path / "run" / "checkpoints"
     _save(stack, run, 1)
     _save(stack, run, 2)
-    monkeypatch.setattr(checkpoint, "os", _FullDisk(fills_at))
+    _patch_os(monkeypatch, _FullDisk(fills_at))
     with pytest.raises(CheckpointError, match="the disk is full") as e:
         _save(stack, run, 3)
-    monkeypatch.setattr(checkpoint, "os", os)
+    _patch_os(monkeypatch, os)
     assert str(root / "step_3") in str(e.value)
     assert _entries(run) == {"step_1", "step_2", "latest"}, "no temp dir or unmarked step may be left"
     assert (root / "latest").read_text() == "step_2\n"
@@ -156,10 +163,10 @@ def test_disk_full_mid_save_fails_clearly_and_keeps_the_previous_checkpoint(stac
 
 
 def test_a_full_disk_stops_training_with_a_clear_error(tiny_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoint, "os", _FullDisk(path_part=".tmp-step_2-"))
+    _patch_os(monkeypatch, _FullDisk(path_part=".tmp-step_2-"))
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["train", *_overrides(tiny_model_dir), "--steps", "4", "--out", str(out)])
-    monkeypatch.setattr(checkpoint, "os", os)
+    _patch_os(monkeypatch, os)
     assert res.exit_code == 2, res.output
     assert "the disk is full" in res.output and str(out / "checkpoints" / "step_2") in res.output
     assert _entries(out) == {"step_1", "latest"}
@@ -175,7 +182,7 @@ def _say(line: str) -> None:
     os.write(1, (line + "\n").encode())
 
 
-def _train_child(loop, cfg, out: Path) -> None:
+def _train_child(loop, launch, cfg, out: Path) -> None:
     """Train (resuming when the run exists), saying when each save starts and ends, until killed."""
     real = loop.save_checkpoint
 
@@ -187,7 +194,7 @@ def _train_child(loop, cfg, out: Path) -> None:
 
     loop.save_checkpoint = announced
     try:
-        loop.train(cfg, out, resume=(out / "config.yaml").exists())
+        launch.train(cfg, out, resume=(out / "config.yaml").exists())
     except BaseException:
         traceback.print_exc()
     finally:
@@ -200,14 +207,14 @@ def zygote_main(out: str, overrides: list[str]) -> None:
     The warm-up trains one step elsewhere so that every lazy import (about 10 s of
     transformers) is done before forking; with one torch thread, forking is safe.
     """
-    from rolecall.train import loop
+    from rolecall.train import launch, loop
 
     cfg = load_config(None, overrides)
-    loop.train(cfg, Path(out).parent / "warm-up", stop_after=1)
+    launch.train(cfg, Path(out).parent / "warm-up", stop_after=1)
     while sys.stdin.readline():
         pid = os.fork()
         if pid == 0:
-            _train_child(loop, cfg, Path(out))
+            _train_child(loop, launch, cfg, Path(out))
         _say(f"pid {pid}")
         os.waitpid(pid, 0)
         _say(f"dead {pid}")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from rolecall.cli import app
 from rolecall.config import load_config
 from rolecall.rewards.code import sandbox as sandbox_module
-from rolecall.train.loop import train
+from rolecall.train.launch import train
 
 TINY = ["rollout.problems_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=4",
         "train.threads=1", "train.diagnostics=basic"]
@@ -117,12 +117,13 @@ def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypat
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_eval_closes_its_verifier_on_every_path(tiny_model_dir, tmp_path, monkeypatch, fails):
-    from rolecall.train import loop
+    from rolecall.compose import parts
+    from rolecall.train import step
 
     run = tmp_path / "run"
     train(load_config(None, [f"model.path={tiny_model_dir}", *TINY, "train.steps=1"]), run, notify=lambda _: None)
     closed: list[bool] = []
-    real = loop.build_verifier
+    real = parts.build_verifier
 
     def spied(cfg):
         v = real(cfg)
@@ -130,11 +131,11 @@ def test_eval_closes_its_verifier_on_every_path(tiny_model_dir, tmp_path, monkey
         v.close = lambda: (closed.append(True), close())
         return v
 
-    monkeypatch.setattr(loop, "build_verifier", spied)
+    monkeypatch.setattr(parts, "build_verifier", spied)
     if fails:
         def broken(*a, **kw):
             raise OSError(28, "No space left on device", str(run))
-        monkeypatch.setattr(loop, "validate", broken)
+        monkeypatch.setattr(step, "validate", broken)
     res = CliRunner().invoke(app, ["eval", str(run)])
     assert res.exit_code == (2 if fails else 0), res.output
     assert closed == [True]

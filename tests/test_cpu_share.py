@@ -10,11 +10,11 @@ import time
 import pytest
 import torch
 
-from rolecall.train.cpu_share import CpuShare, cpu_share_or_none
+from rolecall.rundir.cpu_share import CpuShare, cpu_share_or_none
 
 CHILD = """
 import sys, time
-from rolecall.train.cpu_share import CpuShare
+from rolecall.rundir.cpu_share import CpuShare
 share = CpuShare(sys.argv[1])
 print("registered", flush=True)
 time.sleep(120)

@@ -9,8 +9,8 @@ import pytest
 from rolecall.engines.base import GenOutput
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
-from rolecall.train.batch import rows_for_policy
-from rolecall.train.stages import advantages, credit
+from rolecall.algo.batch import rows_for_policy
+from rolecall.algo.credit import advantages, credit
 from rolecall.types import Problem
 from rolecall.workflows import Workflow, WorkflowError, user
 from workflow_helpers import score_strict
@@ -74,7 +74,7 @@ def test_turn_rewards_and_graded_drafts_reach_the_trainer_rows_exactly():
     assert [ep.reward for ep in eps] == [0.0, 1.0]
     assert [ep.grades("drafts") for ep in eps] == [[1.0], [0.0]]
     assert [ep.grades("extra") for ep in eps] == [[0.0], [1.0]]  # graded like the final answer ...
-    assert eps[0].info["turn_rewards"] == {0: 1.0, 1: 0.25}  # ... but no turn is rewarded with it
+    assert eps[0].turn_rewards == {0: 1.0, 1: 0.25}  # ... but no turn is rewarded with it
 
     turns, adv, _ = advantages(eps, "grpo", "slot")
     # Groups (problem, slot): draft [1, 0] -> +-0.5/std, std of [1, 0] = sqrt(0.5);
@@ -96,9 +96,9 @@ def test_workflow_turn_rewards_override_and_unscorable_grades_leave_the_statisti
 
     eps = _episodes(drafts=["\\boxed{42}", "\\boxed{42}"], finals=["\\boxed{42}", "\\boxed{1}"])
     for ep in eps:
-        ep.info.pop("turn_rewards", None)
+        ep.turn_rewards = {}
     credit(eps, Override())
-    assert eps[0].info["turn_rewards"] == {0: 1.0, 1: None}
+    assert eps[0].turn_rewards == {0: 1.0, 1: None}
     turns, adv, m = advantages(eps, "grpo", "slot")
     checker = [x for t, x in zip(turns, adv) if t.slot == "checker"]
     assert checker == [0.0, 0.0] and m["adv/unscorable"] == 1.0

@@ -100,7 +100,7 @@ def test_failures_are_unscorable_never_zero_and_the_worker_recovers(user_module)
 
 
 def test_a_nan_reward_reaches_the_nonfinite_guard(user_module):
-    from rolecall.train.stages import score
+    from rolecall.algo.scoring import score
     from rolecall.types import Episode
 
     v = _verifier("my_rewards:moody")
@@ -109,7 +109,7 @@ def test_a_nan_reward_reaches_the_nonfinite_guard(user_module):
         m = score([ep], v)
     finally:
         v.close()
-    assert ep.reward is None and ep.info["status"] == "nonfinite" and m["reward/status_nonfinite"] == 1.0
+    assert ep.reward is None and ep.status == "nonfinite" and m["reward/status_nonfinite"] == 1.0
 
 
 @pytest.mark.parametrize("name, message", [
@@ -164,7 +164,7 @@ def test_the_example_reward_by_hand():
 
 
 def test_a_function_that_takes_the_episode_sees_every_turn(user_module):
-    from rolecall.train.stages import score
+    from rolecall.algo.scoring import score
     from rolecall.types import Episode, Turn
 
     def ep(sample, roles):
@@ -179,7 +179,7 @@ def test_a_function_that_takes_the_episode_sees_every_turn(user_module):
     finally:
         v.close()
     assert [e.reward for e in eps] == [0.5, 0.25]
-    assert eps[1].info["verdict"] == {"roles": ["generator"] * 3 + ["aggregator"], "sample": 1}
+    assert eps[1].verdict == {"roles": ["generator"] * 3 + ["aggregator"], "sample": 1}
     plain = _verifier("my_rewards:exact")
     try:
         assert not plain.wants_episode

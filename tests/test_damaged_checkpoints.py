@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from rolecall.cli import app
 from rolecall.config import load_config
-from rolecall.train.checkpoint import CheckpointDamaged, damage, resume_point
-from rolecall.train.loop import train
+from rolecall.rundir.checkpoint import CheckpointDamaged, damage, resume_point
+from rolecall.train.launch import train
 
 ADAPTER = "generator/adapter_model.safetensors"
 

@@ -66,7 +66,7 @@ def test_bad_rows_stop_the_run_or_are_skipped_and_counted(tiny_model_dir, tmp_pa
 def test_a_failing_verifier_skips_steps_then_halts_with_a_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
     """A crashed verifier is not a wrong answer: unscorable is not wrong; too many skip the step; repeats halt the run."""
     from rolecall.rewards import Score
-    from rolecall.train import loop
+    from rolecall.compose import parts
 
     class Broken:
         name = "math"
@@ -77,7 +77,7 @@ def test_a_failing_verifier_skips_steps_then_halts_with_a_checkpoint(tiny_model_
         def close(self):
             pass
 
-    monkeypatch.setattr(loop, "build_verifier", lambda cfg: Broken())
+    monkeypatch.setattr(parts, "build_verifier", lambda cfg: Broken())
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["train", f"model.path={tiny_model_dir}", "rollout.problems_per_step=2",
                                    "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=2",
@@ -133,7 +133,7 @@ def test_code_verifier_scores_real_programs_through_the_training_stage(isolated_
     """score() with the code verifier: a right program, a wrong one, no code block, a crash."""
     from rolecall.rewards.code import parse_tests
     from rolecall.rewards.verifier import CodeVerifier
-    from rolecall.train.stages import score
+    from rolecall.algo.scoring import score
     from rolecall.types import Episode, Problem
 
     tests = parse_tests([{"input": "3\n", "output": "6\n", "testtype": "stdin"},
@@ -147,5 +147,5 @@ def test_code_verifier_scores_real_programs_through_the_training_stage(isolated_
         score(eps, v)
     finally:
         v.close()
-    assert [e.info["status"] for e in eps] == ["ok", "wrong", "no_answer", "runtime_error"]
+    assert [e.status for e in eps] == ["ok", "wrong", "no_answer", "runtime_error"]
     assert [e.reward for e in eps] == [1.0, 0.0, 0.0, 0.0]

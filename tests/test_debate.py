@@ -9,7 +9,8 @@ from rolecall.engines.scripted import ScriptedEngine
 from rolecall.policies.routing import build_routing
 from rolecall.rewards.verifier import build_verifier
 from rolecall.rollout import rollout
-from rolecall.train.stages import advantages, credit, score
+from rolecall.algo.credit import advantages, credit
+from rolecall.algo.scoring import score
 from rolecall.types import Problem
 from rolecall.workflows import build_workflow, load_prompts
 from rolecall.workflows.debate import future_mean_rewards, incentives
@@ -76,7 +77,7 @@ def test_a_debate_episode_turns_prompts_final_answer_and_rewards():
     base = future_mean_rewards([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]], 0.5)
     extra = incentives([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]], a)
     want = {t: base[t // 3][t % 3] + extra[t // 3][t % 3] for t in range(6)}
-    assert ep.info["turn_rewards"] == pytest.approx(want)
+    assert ep.turn_rewards == pytest.approx(want)
     assert wf.metrics([ep]) == pytest.approx({"debate/round0_acc": 2 / 3, "debate/round1_acc": 2 / 3,
                                               "debate/fixed": 1 / 3, "debate/broken": 1 / 3})
     turns, adv, _ = advantages([ep], "grpo", "slot")

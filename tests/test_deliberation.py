@@ -17,7 +17,7 @@ from rolecall.engines.scripted import ScriptedEngine
 from rolecall.metapolicy import MetaPolicy, make_optimizer, read_checkpoint, save_checkpoint
 from rolecall.metapolicy.state import CONCEDE, PERSIST, REFINE, AgentState
 from rolecall.rollout import rollout
-from rolecall.train.deliberate import labelled_states
+from rolecall.train.metapolicy import labelled_states
 from rolecall.types import Problem
 from rolecall.workflows import build_workflow, workflow_prompts
 from rolecall.workflows.deliberation import concede_target, consensus, oracle_actions
@@ -43,12 +43,11 @@ def _run(options: dict, script, problems=(PROBLEM,)):
     wf = build_workflow("deliberation", workflow_prompts("deliberation", None), options)
     from rolecall.config import RewardCfg
     from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import checker
-
+    from rolecall.rewards.verifier import as_check
     verifier = build_verifier(RewardCfg(math_checker="strict"))
     try:
         eps = rollout(wf, list(problems), 1, ScriptedEngine(script), {"agent": "agent"}, lambda r: 32, 0.7,
-                      check=checker(verifier))
+                      check=as_check(verifier))
     finally:
         verifier.close()
     score_strict(eps)

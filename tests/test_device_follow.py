@@ -35,7 +35,8 @@ def test_the_check_catches_a_tensor_that_does_not_follow_the_model():
 
 @pytest.mark.parametrize("routing", ["isolated", "shared"])
 def test_a_training_step_validation_and_diagnostics_create_no_stray_tensor(tiny_model_dir, routing, request):
-    from rolecall.train.loop import build_stack, train_step, validate
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step, validate
 
     cfg = rolecall.make_config({"model": {"path": str(tiny_model_dir)}, "task": {"n_val": 4}, "routing": routing,
                                 "algo": {"kl_coef": 0.01},  # the reference forward too

@@ -11,10 +11,10 @@ import torch
 
 from rolecall.config import AlgoCfg, load_config
 from rolecall.engines.base import GenRequest
-from rolecall.train.batch import Row, collate
-from rolecall.train.loop import build_stack
-from rolecall.train.role_stats import RoleStats, collect
-from rolecall.train.update import update_policy
+from rolecall.algo.batch import Row, collate
+from rolecall.train.stack import build_stack
+from rolecall.algo.role_stats import RoleStats, collect
+from rolecall.algo.update import update_policy
 
 
 def test_collect_matches_hand_computation():
@@ -53,8 +53,8 @@ def _role_grad(stack, rows, role, all_rows):
     """The gradient of one role's part of the loss, computed on its own (reference)."""
     from rolecall.loss import ppo_clip_loss
     from rolecall.policies.lora_router import router_for
-    from rolecall.train.role_stats import flat_grad as _flat_grad
-    from rolecall.train.update import _forward, _norm
+    from rolecall.algo.role_stats import flat_grad as _flat_grad
+    from rolecall.algo.update import _forward, _norm
 
     cfg = stack.cfg
     popt = stack.optims["shared"]
@@ -93,7 +93,7 @@ def test_shared_policy_grad_share_is_each_roles_projection(tiny_model_dir):
 
 
 def test_kl_ref_sample_takes_evenly_spaced_rows_of_each_role():
-    from rolecall.train.role_stats import kl_ref_sample
+    from rolecall.algo.role_stats import kl_ref_sample
 
     rows = [Row([1, 2], 1, [0.0], 0.0, "g" if i < 30 else "a", "s") for i in range(34)]
     picked = kl_ref_sample(rows, 3)

@@ -43,9 +43,9 @@ class _MixedRewards:
 def test_every_metric_for_every_role_and_the_sinks(tiny_model_dir, tmp_path, routing, monkeypatch):
     pytest.importorskip("tensorboard")
     pytest.importorskip("wandb")
-    from rolecall.train import loop
+    from rolecall.compose import parts
 
-    monkeypatch.setattr(loop, "build_verifier", lambda cfg: _MixedRewards())
+    monkeypatch.setattr(parts, "build_verifier", lambda cfg: _MixedRewards())
     out = tmp_path / "run"
     res = _train(tiny_model_dir, out, f"routing={routing}", "train.sinks=[tensorboard, wandb]")
     assert res.exit_code == 0, res.output

@@ -9,7 +9,7 @@ from rolecall.diagnostics.trajectory import (
     role_signatures, trigrams)
 from rolecall.engines.scripted import ScriptedEngine
 from rolecall.rollout import rollout
-from rolecall.train.metrics import rollout_metrics
+from rolecall.diagnostics.rollout_metrics import rollout_metrics
 from rolecall.types import Episode, Problem, Turn
 from rolecall.workflows import build_workflow, load_prompts
 

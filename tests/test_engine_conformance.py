@@ -147,7 +147,7 @@ def test_asking_for_vllm_without_it_says_how_to_get_it(tiny_model_dir):
         pass
     import rolecall
     from rolecall.engines.vllm import VLLMUnavailable
-    from rolecall.train.loop import build_stack
+    from rolecall.train.stack import build_stack
 
     with pytest.raises(VLLMUnavailable, match="rollout.engine=vllm needs vLLM"):
         build_stack(rolecall.make_config({"model": {"path": str(tiny_model_dir)}, "rollout": {"engine": "vllm"}}))

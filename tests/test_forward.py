@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from rolecall.policies.model import attach_adapters, load_base
-from rolecall.train.batch import Row, collate
-from rolecall.train import shared_prefix
-from rolecall.train.forward import completion_logits
+from rolecall.algo.batch import Row, collate
+from rolecall.algo import shared_prefix
+from rolecall.algo.forward import completion_logits
 
 
 def _full_sequence_logits(model, rows, pad_id):

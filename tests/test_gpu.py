@@ -22,7 +22,8 @@ def _cfg(model_dir, **extra):
 
 
 def test_a_training_step_runs_on_the_gpu(tiny_model_dir):
-    from rolecall.train.loop import build_stack, train_step, validate
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step, validate
 
     stack = build_stack(_cfg(tiny_model_dir))
     try:

@@ -281,7 +281,8 @@ def test_a_cell_refuses_to_continue_under_a_changed_config(tmp_path, small_plan)
 
 
 def test_base_cell_writes_a_run_directory_the_report_reads(tmp_path, small_plan, monkeypatch):
-    import rolecall.train.loop as loop
+    import rolecall.train.stack as stack_module
+    import rolecall.train.step as step_module
     from rolecall.grid.cells import evaluate_base
 
     closed = []
@@ -289,8 +290,8 @@ def test_base_cell_writes_a_run_directory_the_report_reads(tmp_path, small_plan,
     class Stack:  # the cell must close the stack (its verifier's processes, any rollout workers)
         close = staticmethod(lambda: closed.append(1))
 
-    monkeypatch.setattr(loop, "build_stack", lambda cfg: Stack)
-    monkeypatch.setattr(loop, "validate_episodes", lambda stack, base: ({"val/accuracy": 0.25, "val/reward/mean": 0.25}, [])
+    monkeypatch.setattr(stack_module, "build_stack", lambda cfg: Stack)
+    monkeypatch.setattr(step_module, "validate_episodes", lambda stack, base: ({"val/accuracy": 0.25, "val/reward/mean": 0.25}, [])
                         if base else pytest.fail("not the base model"))
     evaluate_base(small_plan.configs["base"], tmp_path / "base", lambda kind, row: None)
     d = tmp_path / "base"

@@ -11,17 +11,20 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import rolecall.compose.parts as parts
+import rolecall.train.launch as launch
 import rolecall.train.loop as loop
-import rolecall.train.update as update
+import rolecall.algo.update as update
 from rolecall.cli import app
 from rolecall.config import load_config
 from rolecall.engines.base import GenRequest
 from rolecall.rewards.base import Score
-from rolecall.train.batch import Row
-from rolecall.train.guards import NonFiniteStreak, nonfinite_sources
-from rolecall.train.loop import build_stack
-from rolecall.train.stages import advantages, score
-from rolecall.train.update import update_policy
+from rolecall.algo.batch import Row
+from rolecall.rundir.guards import NonFiniteStreak, nonfinite_sources
+from rolecall.train.stack import build_stack
+from rolecall.algo.credit import advantages
+from rolecall.algo.scoring import score
+from rolecall.algo.update import update_policy
 from rolecall.types import Episode, Problem, Turn
 
 NAN, INF = float("nan"), float("inf")
@@ -141,8 +144,8 @@ def test_nonfinite_rewards_are_excluded_from_group_statistics_and_counted():
            for g, c in enumerate("abcd")]
     m = score(eps, Broken())
     assert [e.reward for e in eps] == [1.0, None, 0.0, None]
-    assert [e.info["status"] for e in eps] == ["ok", "nonfinite", "ok", "nonfinite"]
-    assert eps[1].info["nonfinite_reward"] == "nan" and eps[3].info["nonfinite_reward"] == "inf"
+    assert [e.status for e in eps] == ["ok", "nonfinite", "ok", "nonfinite"]
+    assert eps[1].nonfinite_reward == "nan" and eps[3].nonfinite_reward == "inf"
     assert m["reward/status_nonfinite"] == 0.5
     _, adv, _ = advantages(eps, "grpo", None)
     a = 0.5 / (math.sqrt(0.5) + 1e-6)
@@ -207,9 +210,9 @@ def test_nonfinite_rewards_halt_the_run(tiny_model_dir, tmp_path, monkeypatch):
 
         def close(self):
             pass
-    monkeypatch.setattr(loop, "build_verifier", lambda cfg: NaNVerifier())
+    monkeypatch.setattr(parts, "build_verifier", lambda cfg: NaNVerifier())
     with pytest.raises(RuntimeError, match=r"halted at step 2: 2 steps in a row .* \(source: reward of 2 episodes\)"):
-        loop.train(load_config(None, [f"model.path={tiny_model_dir}", *BASE_ARGS, "train.max_nonfinite_steps=2",
+        launch.train(load_config(None, [f"model.path={tiny_model_dir}", *BASE_ARGS, "train.max_nonfinite_steps=2",
                                       "reward.max_skipped_steps=3", "train.steps=5"]), tmp_path / "run")
     rows = _step_rows(tmp_path / "run")
     assert [rows[s]["nonfinite/reward"] for s in (1, 2)] == [2, 2]

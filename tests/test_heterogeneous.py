@@ -60,7 +60,8 @@ def test_two_bases_train_their_policies_and_frozen_ones_stay_put(tiny_model_dir,
     from peft import get_peft_model_state_dict
 
     from rolecall.engines.routed import RoutedEngine
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import train_step
 
     monkeypatch.chdir(tmp_path)
     stack = build_stack(rolecall.make_config(_team(tiny_model_dir, second_base, tmp_path)))
@@ -89,7 +90,7 @@ def test_a_heterogeneous_run_checkpoints_per_base_and_refuses_a_changed_base(tin
                                                                             monkeypatch):
     import shutil
 
-    from rolecall.train.compat import ResumeRefused
+    from rolecall.rundir.fingerprint import ResumeRefused
 
     monkeypatch.chdir(tmp_path)
     cfg = _team(tiny_model_dir, second_base, tmp_path)
@@ -125,7 +126,9 @@ def test_a_heterogeneous_run_checkpoints_per_base_and_refuses_a_changed_base(tin
 def test_policies_have_their_own_lora_shape_and_clip(tiny_model_dir, tmp_path, monkeypatch):
     from peft import get_peft_model_state_dict
 
-    from rolecall.train.loop import build_stack, train_step
+    from rolecall.train.stack import build_stack
+
+    from rolecall.train.step import train_step
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "length_reward.py").write_text("def reward(problem, answer):\n    return len(answer) % 3 / 2\n")
@@ -156,8 +159,8 @@ def test_policies_have_their_own_lora_shape_and_clip(tiny_model_dir, tmp_path, m
 def test_a_policy_base_without_a_chat_template_is_named(tiny_model_dir, second_base, tmp_path, monkeypatch):
     import shutil
 
-    from rolecall.train.bases import BaseModelError
-    from rolecall.train.loop import build_stack
+    from rolecall.compose.bases import BaseModelError
+    from rolecall.train.stack import build_stack
 
     monkeypatch.chdir(tmp_path)
     bare = tmp_path / "bare-base"

@@ -8,8 +8,8 @@ from rolecall.engines.base import GenRequest
 from rolecall.engines.hf import HFEngine
 from rolecall.loss import token_logprobs_and_entropy
 from rolecall.policies.model import attach_adapters, load_base
-from rolecall.train.batch import Row, collate
-from rolecall.train.forward import completion_logits
+from rolecall.algo.batch import Row, collate
+from rolecall.algo.forward import completion_logits
 
 
 def peft_row_names(policies: list[str]) -> list[str]:

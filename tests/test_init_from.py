@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import rolecall
 from rolecall.cli import app
-from rolecall.policies.init_from import InitFromError
+from rolecall.rundir.init_from import InitFromError
 from conftest import train_moving_run
 
 
@@ -48,7 +48,7 @@ def test_a_frozen_transferred_adapter_stays_bit_identical_while_others_train(sou
 
 
 def test_a_trainable_transferred_adapter_starts_from_the_source(source_run, tiny_model_dir):
-    from rolecall.train.loop import build_stack
+    from rolecall.train.stack import build_stack
     from peft import get_peft_model_state_dict
 
     stack = build_stack(rolecall.make_config(_voting(tiny_model_dir, source_run.path, trainable=True)))
@@ -62,7 +62,7 @@ def test_a_trainable_transferred_adapter_starts_from_the_source(source_run, tiny
 
 
 def test_init_from_errors_name_the_policy(source_run, tiny_model_dir, tmp_path):
-    from rolecall.train.loop import build_stack
+    from rolecall.train.stack import build_stack
 
     def build(overrides):
         cfg = rolecall.make_config(_voting(tiny_model_dir, source_run.path, trainable=False), overrides)
@@ -84,7 +84,7 @@ def test_an_adapter_from_another_base_is_refused(source_run, tmp_path):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from rolecall.basemodel.tokenizer import build_tokenizer
-    from rolecall.train.loop import build_stack
+    from rolecall.train.stack import build_stack
 
     tok = build_tokenizer()
     other = tmp_path / "other-base"

@@ -9,9 +9,9 @@ import torch
 
 from rolecall.config import AlgoCfg, OptimCfg, load_config
 from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_per_token
-from rolecall.train.optim import LrSchedule, PolicyOptim
-from rolecall.train.update import _objective, _step, _Tally
-from rolecall.train.role_stats import RoleStats
+from rolecall.algo.optim import LrSchedule, PolicyOptim
+from rolecall.algo.update import _objective, _step, _Tally
+from rolecall.algo.role_stats import RoleStats
 
 
 def test_all_off_by_default():

@@ -250,7 +250,7 @@ def test_a_judge_or_gold_fault_stays_unscorable(mode, reason):
 
 def test_the_trainer_counts_pathological_answers_as_scored_zeros():
     from rolecall.rewards.verifier import MathVerifier
-    from rolecall.train.stages import score
+    from rolecall.algo.scoring import score
     from rolecall.types import Episode, Problem
 
     prob = Problem("p", "what is y?", "y", {"kind": "math"})
@@ -262,10 +262,10 @@ def test_the_trainer_counts_pathological_answers_as_scored_zeros():
         metrics = score(eps, v)
     finally:
         v.close()
-    assert [e.info["status"] for e in eps] == ["ok", "wrong", "pathological", "no_answer"]
+    assert [e.status for e in eps] == ["ok", "wrong", "pathological", "no_answer"]
     assert [e.reward for e in eps] == [1.0, 0.0, 0.0, 0.0]
     assert metrics["reward/status_pathological"] == 0.25 and "reward/status_unscorable" not in metrics
-    assert "overran" in eps[2].info["verdict"]["reason"]
+    assert "overran" in eps[2].verdict["reason"]
 
 
 def test_judge_rejects_a_non_positive_deadline():

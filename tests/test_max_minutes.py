@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rolecall.config import ConfigError, load_config
-from rolecall.train.loop import train
+from rolecall.train.launch import train
 
 
 def _cfg(model_dir, *extra):

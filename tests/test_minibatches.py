@@ -13,11 +13,12 @@ from rolecall.config import AlgoCfg, OptimCfg, load_config
 from rolecall.engines.base import GenRequest
 from rolecall.loss import ppo_clip_loss
 from rolecall.policies.lora_router import router_for
-from rolecall.train.role_stats import RoleStats, collect
-from rolecall.train.batch import Row, collate
-from rolecall.train.loop import build_stack, train_step
-from rolecall.train.optim import LrSchedule
-from rolecall.train.update import _forward, plan_minibatches, update_policies
+from rolecall.algo.role_stats import RoleStats, collect
+from rolecall.algo.batch import Row, collate
+from rolecall.train.stack import build_stack
+from rolecall.train.step import train_step
+from rolecall.algo.optim import LrSchedule
+from rolecall.algo.update import _forward, plan_minibatches, update_policies
 
 
 def _row(i: int, role: str = "g") -> Row:

@@ -37,7 +37,9 @@ def _episodes(eps):
 def test_two_ray_workers_give_the_episodes_and_updates_of_one_process(tiny_model_dir, ray_local):
     from peft import get_peft_model_state_dict
 
-    from rolecall.train.loop import _rollout, build_stack, train_step
+    from rolecall.train.stack import build_stack
+
+    from rolecall.train.step import roll_out as _rollout, train_step
 
     local = build_stack(_cfg(tiny_model_dir, 0))
     remote = build_stack(_cfg(tiny_model_dir, 2))  # its own Ray instance, in a short temp dir it removes

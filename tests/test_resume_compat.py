@@ -16,23 +16,25 @@ from typer.testing import CliRunner
 from rolecall.cli import app
 from rolecall.config import load_config
 from rolecall.tasks.arithmetic import ArithmeticTask
-from rolecall.train.checkpoint import checkpoint_fingerprint, latest_checkpoint
-from rolecall.train.compat import ResumeRefused, check_resume
-from rolecall.train.loop import load_problems, problems_for_step, train
+from rolecall.rundir.checkpoint import checkpoint_fingerprint, latest_checkpoint
+from rolecall.rundir.fingerprint import ResumeRefused, check_resume
+from rolecall.compose.parts import build_parts
+from rolecall.train.launch import train
+from rolecall.train.step import problems_for_step
 
 # Trains in a fresh process and says when each checkpoint is complete.
 CHILD = """
 import os, sys
 from pathlib import Path
 from rolecall.config import load_config
-from rolecall.train import loop
+from rolecall.train import launch, loop
 real = loop.save_checkpoint
 def announced(run_dir, step, *a, **kw):
     path = real(run_dir, step, *a, **kw)
     os.write(1, f"saved {step}\\n".encode())
     return path
 loop.save_checkpoint = announced
-loop.train(load_config(None, sys.argv[2:]), Path(sys.argv[1]))
+launch.train(load_config(None, sys.argv[2:]), Path(sys.argv[1]))
 """
 
 
@@ -93,7 +95,7 @@ def test_resume_after_sigkill_crosses_an_epoch_boundary_on_the_same_trajectory(t
     train(load_config(None, overrides), resumed, resume=True)
 
     # The problem order wrapped into a second epoch, after the resume point.
-    train_P, _ = load_problems(load_config(None, overrides))
+    train_P, _ = build_parts(load_config(None, overrides)).problems()
     uids = {s: {r["uid"] for r in _lines(straight / "samples.jsonl") if r["step"] == s} for s in range(1, 5)}
     assert uids == {s: {p.uid for p in problems_for_step(train_P, 2, 0, s)} for s in range(1, 5)}
     first_epoch = [p.uid for s in (1, 2) for p in problems_for_step(train_P, 2, 0, s)]

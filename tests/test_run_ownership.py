@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from rolecall.cli import app
 from rolecall.config import load_config
-from rolecall.train.checkpoint import latest_checkpoint
-from rolecall.train.loop import train
-from rolecall.train.run_dir import RunDirBusy, hold
+from rolecall.rundir.checkpoint import latest_checkpoint
+from rolecall.train.launch import train
+from rolecall.rundir.directory import RunDirBusy, hold
 
 
 def _overrides(model_dir, *extra) -> list[str]:
@@ -148,7 +148,7 @@ def test_a_second_signal_stops_at_once_keeping_the_last_checkpoint(tiny_model_di
 
 
 def test_a_signal_delivered_twice_at_once_counts_once_and_a_later_one_stops():
-    from rolecall.train.stop import DUPLICATE_S, StopRequest
+    from rolecall.rundir.stop import DUPLICATE_S, StopRequest
 
     said: list[str] = []
     with StopRequest(said.append) as stop:

@@ -16,7 +16,8 @@ from rolecall.retrieval import BM25Retriever, CorpusError, Passage, load_corpus,
 from rolecall.rewards.verifier import QAVerifier
 from rolecall.rollout import rollout
 from rolecall.tasks.multihop import MultiHopTask
-from rolecall.train.stages import credit, score
+from rolecall.algo.credit import credit
+from rolecall.algo.scoring import score
 from rolecall.types import Problem
 from rolecall.workflows import build_workflow, workflow_prompts
 
@@ -168,7 +169,7 @@ def run(reply, *, options=None, problems=(Q,), training=False, group_size=1, cor
 
 
 def rewards(ep):
-    return [(t.slot, ep.info["turn_rewards"][t.index]) for t in ep.turns]
+    return [(t.slot, ep.turn_rewards[t.index]) for t in ep.turns]
 
 
 def test_two_hops_then_a_right_answer(corpus):
@@ -232,7 +233,7 @@ def test_augmented_turn_only_in_training_with_sufficient_evidence(tmp_path):
     for pid in p.meta["support"]:
         assert support[pid].text in aug_prompt  # the hard positive is shown
     assert not ep.info["sufficient"]  # the searcher found nothing: the main turn was rightly abstaining
-    r = dict((t.slot, ep.info["turn_rewards"][t.index]) for t in ep.turns)
+    r = dict((t.slot, ep.turn_rewards[t.index]) for t in ep.turns)
     assert r == {"searcher": -0.5, "generator": 0.5, "generator_aug": 0.0}  # abstaining on sufficient evidence pays 0
     assert m["search_answer/augmented_em"] == 0.0
     (ep,), _ = run(reply, problems=[p], options={"augment": 1.0}, training=False)
@@ -250,7 +251,7 @@ def test_augmented_turn_right_answer_is_paid_and_final_answer_unchanged():
             return "\\boxed{zzz}"
         return f"\\boxed{{{p.answer}}}" if "[1]" in req.messages[-1]["content"] else "\\boxed{abstain}"
     (ep,), _ = run(reply, problems=[p], options={"augment": 1.0}, training=True)
-    r = dict((t.slot, ep.info["turn_rewards"][t.index]) for t in ep.turns)
+    r = dict((t.slot, ep.turn_rewards[t.index]) for t in ep.turns)
     assert r["generator_aug"] == 1.0 and ep.reward == 0.0 and ep.final_answer == "\\boxed{abstain}"
 
 
@@ -337,7 +338,7 @@ def test_a_bad_context_is_a_bad_row(tmp_path):
 
 def test_per_policy_learning_rates():
     from rolecall.config import load_config
-    from rolecall.train.optim import build_optimizers
+    from rolecall.algo.optim import build_optimizers
 
     import torch
 
@@ -350,7 +351,7 @@ def test_per_policy_learning_rates():
             super().__init__()
             self.a = torch.nn.Linear(2, 2)
             self.b = torch.nn.Linear(2, 2)
-    import rolecall.train.optim as optim_mod
+    import rolecall.algo.optim as optim_mod
 
     model = Two()
     params = {"searcher": {"w": model.a.weight}, "generator": {"w": model.b.weight}}
@@ -439,8 +440,7 @@ def test_every_estimator_trains_search_answer(estimator):
     turn, nonzero where a group's rewards differ (the augmented turns form their own slot)."""
     from itertools import count
 
-    from rolecall.train.stages import advantages
-
+    from rolecall.algo.credit import advantages
     task = MultiHopTask(people=20, n_val=5)
     calls = count()
 

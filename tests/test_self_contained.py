@@ -86,7 +86,7 @@ def test_generic_modules_name_no_role_and_no_workflow():
                        r"|\bworkers?\b|[\"']single[\"']|[\"']candidates[\"']", re.I)
     root = Path(rolecall.__file__).parent
     hits = [f"{p.relative_to(root)}:{i}: {line.strip()}"
-            for d in ("train", "diagnostics", "advantages", "loss", "engines")
+            for d in ("train", "algo", "rundir", "compose", "diagnostics", "advantages", "loss", "engines")
             for p in sorted((root / d).rglob("*.py"))
             for i, line in enumerate(p.read_text().splitlines(), 1) if names.search(line)]
     assert not hits, "\n".join(hits)

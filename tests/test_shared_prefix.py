@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rolecall.train.shared_prefix import PrefixAttention
+from rolecall.algo.shared_prefix import PrefixAttention
 
 
 def _reference(q, kB, vB, kU, vU, prompt_of_B, n_prompt_U, scale):

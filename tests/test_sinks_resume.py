@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rolecall.config import load_config
-from rolecall.train.loop import train
+from rolecall.train.launch import train
 
 pytest.importorskip("tensorboard")
 pytest.importorskip("wandb")

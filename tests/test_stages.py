@@ -7,7 +7,8 @@ import pytest
 
 from rolecall.rewards import Score
 from rolecall.rewards.verifier import MathVerifier
-from rolecall.train.stages import advantages, flatten, group_id, score
+from rolecall.algo.credit import advantages, flatten, group_id
+from rolecall.algo.scoring import score
 from rolecall.types import Episode, Problem, Turn
 
 EPS = 1e-6
@@ -145,7 +146,7 @@ def test_score_grades_with_math_verifier():
            _ep("\\boxed{3}", "")]
     m = score(eps, MathVerifier(format_penalty=0.25, checker="strict"))
     assert [e.reward for e in eps] == [1.0, 0.0, -0.25, 1.0, 1.0, None]
-    assert [e.info["status"] for e in eps] == ["ok", "wrong", "no_answer", "ok", "ok", "unscorable"]
+    assert [e.status for e in eps] == ["ok", "wrong", "no_answer", "ok", "ok", "unscorable"]
     assert m == pytest.approx({"reward/status_ok": 3 / 6, "reward/status_wrong": 1 / 6,
                                "reward/status_no_answer": 1 / 6, "reward/status_unscorable": 1 / 6})
 
@@ -166,7 +167,8 @@ class _Recorder:
 def test_score_grades_each_distinct_text_once_and_graded_lists_too():
     """Texts a workflow queued with team.grade are graded; the final answer among them is not graded twice."""
     ep = _ep("bb", "7")
-    ep.info.update(graded={"candidates": ["a", "bb", "a"]}, selected=2)
+    ep.graded = {"candidates": ["a", "bb", "a"]}
+    ep.info.update(selected=2)
     other = _ep("bb", "7")  # same problem, same text: one grading serves both
     rec = _Recorder()
     score([ep, other], rec)

@@ -12,10 +12,12 @@ from typer.testing import CliRunner
 from rolecall.cli import app
 from rolecall.config import load_config
 from rolecall.engines.base import GenRequest
-from rolecall.train.batch import Row
-from rolecall.train.checkpoint import latest_checkpoint
-from rolecall.train.loop import build_stack, problems_for_step, train
-from rolecall.train.update import update_policy
+from rolecall.algo.batch import Row
+from rolecall.rundir.checkpoint import latest_checkpoint
+from rolecall.train.launch import train
+from rolecall.train.stack import build_stack
+from rolecall.train.step import problems_for_step
+from rolecall.algo.update import update_policy
 
 
 def _cfg(model_dir, *extra):

@@ -9,13 +9,13 @@ import random
 import pytest
 import torch
 
-import rolecall.train.update as update
+import rolecall.algo.update as update
 from rolecall.config import load_config
 from rolecall.engines.base import GenRequest
 from rolecall.policies.lora_router import router_for
-from rolecall.train.batch import Row
-from rolecall.train.loop import build_stack
-from rolecall.train.update import update_policies, update_policy
+from rolecall.algo.batch import Row
+from rolecall.train.stack import build_stack
+from rolecall.algo.update import update_policies, update_policy
 
 POLICIES = ("generator", "aggregator")  # voting under Isolated-Policy
 
@@ -122,7 +122,7 @@ def test_adapters_the_router_cannot_mix_train_one_after_another(tiny_model_dir, 
     from rolecall.config import AlgoCfg, OptimCfg
     from rolecall.engines.hf import HFEngine
     from rolecall.policies.model import attach_adapters, load_base
-    from rolecall.train.optim import build_optimizers
+    from rolecall.algo.optim import build_optimizers
 
     model, tok = load_base(str(tiny_model_dir))
     if kind == "dora":

@@ -20,8 +20,7 @@ def test_every_estimator_trains_every_workflow(name, estimator):
     finite advantage per turn, nonzero where the group's outcomes differ."""
     from itertools import count
 
-    from rolecall.train.stages import advantages, credit
-
+    from rolecall.algo.credit import advantages, credit
     calls = count()
     # Alternate right and wrong answers so every group holds both outcomes.
     eps, _ = run(name, lambda r: "\\boxed{42}" if next(calls) % 2 else "\\boxed{7}", group_size=4)
@@ -119,8 +118,7 @@ def test_chain_is_generator_verifier_refiner_with_draft_metrics():
 
 
 def _scored_chain(options, group_size=4):
-    from rolecall.train.stages import credit
-
+    from rolecall.algo.credit import credit
     # drafts right, wrong, right, wrong; verdicts always "Correct"; finals wrong, right, right, wrong
     replies = {"generator": iter(["\\boxed{42}", "\\boxed{7}", "\\boxed{42}", "\\boxed{7}"]),
                "verifier": iter(["\\boxed{Correct} ok"] * 4),
@@ -133,8 +131,7 @@ def _scored_chain(options, group_size=4):
 
 
 def _advantages_by_role(eps, estimator, group_by=None):
-    from rolecall.train.stages import advantages
-
+    from rolecall.algo.credit import advantages
     turns, adv, _ = advantages(eps, estimator, group_by)
     out = {}
     for t, a in zip(turns, adv):
@@ -144,7 +141,7 @@ def _advantages_by_role(eps, estimator, group_by=None):
 
 def test_chain_per_role_credit_pays_each_agent_for_its_own_job():
     eps = _scored_chain({"credit": "per_role"})
-    rewards = [[ep.info["turn_rewards"].get(t.index, ep.reward) if "turn_rewards" in ep.info else None
+    rewards = [[ep.turn_rewards.get(t.index, ep.reward) if ep.turn_rewards else None
                 for t in ep.turns] for ep in eps]
     # generator: its draft's grade; verifier: "Correct" matches a right draft only; refiner: outcome
     assert rewards == [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]

@@ -227,7 +227,7 @@ def test_eval_opt_at_most_rounds_generator_and_evaluator_calls():
     assert slots(ep) == ["generator", "evaluator"] * 3
     assert ep.final_answer == "\\boxed{3}"  # the last generator output
     assert ep.info["verdicts"] == [False, False, False]
-    assert ep.info["graded"] == {"judged": ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]}
+    assert ep.graded == {"judged": ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]}
 
 
 @pytest.mark.parametrize("rounds,expected", [(1, ["generator", "evaluator"]),
@@ -297,8 +297,8 @@ def _scored_eval_opt(options, evaluator):
     """One eval_opt episode scored by the exact math verifier (gold 42), then credited."""
     from rolecall.rewards.verifier import build_verifier
     from rolecall.config import RewardCfg
-    from rolecall.train.stages import credit, score
-
+    from rolecall.algo.credit import credit
+    from rolecall.algo.scoring import score
     wf = build_workflow("eval_opt", load_prompts("math"), options)
     engine = ScriptedEngine(by_role(generator=["\\boxed{1}", "\\boxed{42}", "\\boxed{42}"], evaluator=evaluator))
     eps = rollout(wf, [PROBLEM], 1, engine, isolated(wf), lambda role: 32, 0.7)
@@ -315,14 +315,14 @@ def test_eval_opt_evaluator_accuracy_and_optional_evaluator_reward():
     # \\boxed{42} (right) called Correct -> right.
     verdicts = ["\\boxed{Incorrect}", "??", "\\boxed{Correct}"]
     ep, metrics = _scored_eval_opt({}, verdicts)
-    assert ep.info["graded_rewards"] == {"judged": [0.0, 1.0, 1.0]}
+    assert ep.graded_rewards == {"judged": [0.0, 1.0, 1.0]}
     assert metrics["eval_opt/evaluator_accuracy"] == pytest.approx(2 / 3)
     assert metrics["eval_opt/iter1_verdict_incorrect"] == 1.0
-    assert "turn_rewards" not in ep.info  # off by default: the outcome is broadcast
+    assert not ep.turn_rewards  # off by default: the outcome is broadcast
     ep, _ = _scored_eval_opt({"evaluator_reward": True}, verdicts)
     evaluators = [t.index for t in ep.turns if t.role == "evaluator"]
-    assert ep.info["turn_rewards"] == dict(zip(evaluators, [1.0, 0.0, 1.0]))
-    from rolecall.train.stages import advantages
+    assert ep.turn_rewards == dict(zip(evaluators, [1.0, 0.0, 1.0]))
+    from rolecall.algo.credit import advantages
     turns, adv, _ = advantages([ep], "grpo", "slot")  # one episode: every advantage 0, but no error
     assert len(turns) == 6
 
@@ -476,8 +476,8 @@ def test_orch_workers_scores_each_worker_for_pass_at_k():
     workers [1, 2, 3] + final 42 -> no oracle (its final does not count for synthesis_acc)."""
     from rolecall.config import RewardCfg
     from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import credit, score
-
+    from rolecall.algo.credit import credit
+    from rolecall.algo.scoring import score
     wf = build_workflow("orch_workers", load_prompts("math"), {})
     replies = iter(["1. a\n2. b\n3. c", "\\boxed{42}", "\\boxed{41}", "\\boxed{40}", "\\boxed{42}",
                     "1. a\n2. b\n3. c", "\\boxed{1}", "\\boxed{2}", "\\boxed{3}", "\\boxed{42}"])
@@ -489,7 +489,7 @@ def test_orch_workers_scores_each_worker_for_pass_at_k():
         score(eps, verifier)
     finally:
         verifier.close()
-    assert eps[0].info["graded_rewards"] == {"workers": [1.0, 0.0, 0.0]}
+    assert eps[0].graded_rewards == {"workers": [1.0, 0.0, 0.0]}
     m = credit(eps, wf)
     assert m == {"orch_workers/pass_at_k": 0.5, "orch_workers/worker_acc": pytest.approx(1 / 6),
                  "orch_workers/synthesis_acc": 1.0}

@@ -56,8 +56,7 @@ def score_strict(episodes):
     """Score scripted episodes with the strict math verifier (closed after)."""
     from rolecall.config import RewardCfg
     from rolecall.rewards.verifier import build_verifier
-    from rolecall.train.stages import score
-
+    from rolecall.algo.scoring import score
     verifier = build_verifier(RewardCfg(math_checker="strict"))
     try:
         return score(episodes, verifier)

@@ -59,7 +59,7 @@ class Run:
     @property
     def metrics(self) -> list[dict]:
         """metrics.jsonl rows (a torn last line from a kill is skipped)."""
-        from rolecall.report.load import read_metrics
+        from rolecall.diagnostics.metrics_log import read_metrics
 
         return read_metrics(self.path / "metrics.jsonl")[0]
 
@@ -70,7 +70,7 @@ class Run:
 
     @property
     def latest_checkpoint(self) -> Path | None:
-        from rolecall.train.checkpoint import latest_checkpoint
+        from rolecall.rundir.checkpoint import latest_checkpoint
 
         return latest_checkpoint(self.path)
 
@@ -95,7 +95,7 @@ def train_run(cfg: Config | Mapping[str, Any] | str | os.PathLike | None = None,
     """
     import time
 
-    from rolecall.train.loop import train as run_train
+    from rolecall.train.launch import train as run_train
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if resume and out is None:
@@ -116,8 +116,9 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
     """Validation metrics of a run's latest checkpoint (a run directory or Run; `overrides`
     change its config, e.g. more validation problems), or of a config's fresh (untrained)
     adapters; `base` evaluates the bare base model. Adds "checkpoint" (path or None)."""
-    from rolecall.train.checkpoint import CheckpointDamaged, load_adapters, resume_point
-    from rolecall.train.loop import build_stack, validate
+    from rolecall.rundir.checkpoint import CheckpointDamaged, load_adapters, resume_point
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import validate
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run_dir = target.path if isinstance(target, Run) else None
@@ -149,25 +150,19 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     (the latest checkpoint, or `step`), through rolecall's own engine; temperature 0 = greedy."""
     import torch
 
+    from rolecall.compose.parts import build_parts
     from rolecall.engines.base import GenRequest
-    from rolecall.export import checkpoint_of
-    from rolecall.policies.model import load_tokenizer
-    from rolecall.policies.routing import build_routing
-    from rolecall.train.bases import build_bases, policy_paths
-    from rolecall.train.checkpoint import load_adapters
-    from rolecall.workflows import build_workflow, workflow_prompts
+    from rolecall.rundir.checkpoint import checkpoint_of, load_adapters
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run = run if isinstance(run, Run) else read_run(run)
     cfg = run.config
-    wf = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts), cfg.workflow.options)
-    routing = build_routing(cfg.routing, wf.roles, cfg.policy_table())
+    parts = build_parts(cfg)
+    routing = parts.routing
     if role not in routing.routes:
         raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
     ckpt = checkpoint_of(run.path, step)
-    m = cfg.model
-    path = policy_paths(cfg, routing).get(routing.routes[role], m.path)  # the role's base (`base`: the run's)
-    (base,) = build_bases(cfg, routing, load_tokenizer(m.path, m.chat_template), only=path).values()
+    (base,) = parts.bases(parts.tokenizer(), only=parts.base_path(role)).values()  # the role's base (`base`: the run's)
     if base.adapters:
         load_adapters(ckpt, base.model, base.adapters)
     base.model.eval()

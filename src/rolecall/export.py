@@ -26,33 +26,15 @@ import shutil
 from pathlib import Path
 
 from rolecall.errors import UserError
-from rolecall.train.checkpoint import CheckpointDamaged, damage, latest_checkpoint
+from rolecall.rundir.checkpoint import checkpoint_of
 
 
 class ExportError(UserError, ValueError):
-    """The run, step or output folder cannot give an export."""
-
-
-def checkpoint_of(run_dir: Path, step: int | None) -> Path:
-    """The checkpoint to export: `step_N`, or the newest complete one; verified against its manifest."""
-    root = Path(run_dir) / "checkpoints"
-    if step is None:
-        ckpt = latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise ExportError(f"{str(run_dir)!r} has no complete checkpoint to export")
-        return ckpt
-    ckpt = root / f"step_{step}"
-    if not ckpt.is_dir():
-        have = sorted(p.name for p in root.glob("step_*")) if root.is_dir() else []
-        raise ExportError(f"{str(run_dir)!r} has no checkpoint of step {step}; it has {have}")
-    why = damage(ckpt)
-    if why is not None:
-        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be exported: {why}")
-    return ckpt
+    """The run or output folder cannot give an export."""
 
 
 def _val_accuracy(run_dir: Path, step: int) -> float | None:
-    from rolecall.report.load import read_metrics
+    from rolecall.diagnostics.metrics_log import read_metrics
 
     rows = read_metrics(Path(run_dir) / "metrics.jsonl")[0]
     return next((r["val/accuracy"] for r in reversed(rows) if r.get("step") == step and "val/accuracy" in r), None)
@@ -95,17 +77,16 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
                merge: bool = False, overwrite: bool = False) -> list[Path]:
     """Write every LLM policy of the run under `out` (default `<run>/export/step_N`); returns the folders."""
     from rolecall.api import read_run
+    from rolecall.compose.bases import policy_paths
+    from rolecall.compose.parts import build_parts
     from rolecall.policies.model import load_model, load_tokenizer, resolve_model_dir
-    from rolecall.policies.routing import BASE_POLICY, build_routing
-    from rolecall.train.bases import policy_paths
-    from rolecall.workflows import build_workflow, workflow_prompts
+    from rolecall.policies.routing import BASE_POLICY
 
     run = read_run(run_dir)
     cfg = run.config
     ckpt = checkpoint_of(run.path, step)
     step = int(ckpt.name.removeprefix("step_"))
-    wf = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts), cfg.workflow.options)
-    routing = build_routing(cfg.routing, wf.roles, cfg.policy_table())
+    routing = build_parts(cfg).routing
     if not routing.adapters:
         raise ExportError(f"{str(run.path)!r} trains no LLM adapter; nothing to export")
     out = Path(out) if out is not None else run.path / "export" / f"step_{step}"

@@ -7,7 +7,7 @@ policies in one batch). Results resume the tasks, which issue the next wave, and
 Episode wall-clock budget (`episode_timeout_s`): at every wave boundary, an episode that
 has run longer than its budget since it started is cut: its task is cancelled, its pending
 model calls are not sent (their reserved turns are dropped; completed turns stay), and it
-is marked `info["timed_out"] = True` with `info["elapsed_s"]`. Its final answer stays ""
+is marked `timed_out` with its `elapsed_s`. Its final answer stays ""
 (the workflow never returned one), so it is scored like any answerless episode (a
 `no_answer` reward) rather than excluded: running out of time is the policy's behaviour,
 like a token-budget truncation. The rest of the batch proceeds. An episode that gets its
@@ -55,7 +55,7 @@ class _Waves:
         return fut
 
     def serve_checks(self, check: Check | None) -> None:
-        live = [(t, f, ep) for t, f, ep in self.checks if not (f.cancelled() or ep.info.get("timed_out"))]
+        live = [(t, f, ep) for t, f, ep in self.checks if not (f.cancelled() or ep.timed_out)]
         self.checks = []
         if not live:
             return
@@ -110,16 +110,15 @@ class EpisodeTeam:
             raise TypeError(f"team.grade: expected the text to grade, got {type(text).__name__}")
         if reward and not isinstance(text, Reply):
             raise TypeError("team.grade(..., reward=True) needs a reply of team.call (it names the turn to reward)")
-        self.info.setdefault("graded", {}).setdefault(name, []).append(str(text))
-        turns = self.info.setdefault("graded_turns", {}).setdefault(name, [])
-        turns.append(text.turn if reward else None)
+        self.episode.graded.setdefault(name, []).append(str(text))
+        self.episode.graded_turns.setdefault(name, []).append(text.turn if reward else None)
 
     def reward(self, reply: Reply, value: float | None) -> None:
         if not isinstance(reply, Reply):
             raise TypeError("team.reward: expected a reply of team.call (it names the turn to reward)")
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise TypeError(f"team.reward: the reward must be a number or None, got {value!r}")
-        self.info.setdefault("set_rewards", {})[reply.turn] = None if value is None else float(value)
+        self.episode.set_rewards[reply.turn] = None if value is None else float(value)
 
 
 def _derive(*parts: object) -> int:
@@ -179,7 +178,7 @@ async def _run_all(workflow: Workflow, jobs: list[tuple[Problem, int, int]], eng
             if episode_timeout_s is not None:
                 _cut_overdue(tasks, episodes, started, episode_timeout_s)
             waves.serve_checks(check)
-            batch = [(r, f) for r, f, ep in waves.pending if not (f.cancelled() or ep.info.get("timed_out"))]
+            batch = [(r, f) for r, f, ep in waves.pending if not (f.cancelled() or ep.timed_out)]
             waves.pending = []
             if not batch:
                 continue
@@ -205,8 +204,7 @@ def _cut_overdue(tasks: list[asyncio.Task], episodes: list[Episode], started: di
     for i, (task, ep) in enumerate(zip(tasks, episodes)):
         if i in started and not task.done() and now - started[i] > budget_s:
             task.cancel()
-            ep.info["timed_out"] = True
-            ep.info["elapsed_s"] = round(now - started[i], 3)
+            ep.timed_out, ep.elapsed_s = True, round(now - started[i], 3)
 
 
 def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engine: Engine,

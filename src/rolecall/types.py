@@ -56,19 +56,52 @@ class Reply(str):
         return self
 
 
+NONFINITE = "nonfinite"  # `Episode.status` of an episode whose verifier returned NaN or Inf
+
+
 @dataclass
 class Episode:
-    """All turns of one workflow run on one problem, plus the outcome."""
+    """All turns of one workflow run on one problem, plus the outcome.
+
+    The typed fields below `group` are the contract between a workflow's episode and the
+    trainer: what the episode queued for grading and which turns it rewarded on its own
+    (set while it runs, through `Team`), whether it ran out of time (set by the rollout), and
+    how the verifier judged it (set by scoring). `info` holds only the workflow's own
+    free-form facts, for its own metrics and turn rewards.
+    """
 
     problem: Problem
     sample: int  # index of this episode inside its group (0..G-1)
     turns: list[Turn] = field(default_factory=list)
     final_answer: str = ""
     reward: float | None = None  # None = unscorable (verifier failed), never silently 0
-    info: dict[str, Any] = field(default_factory=dict)  # workflow-specific facts (e.g. fallbacks)
+    info: dict[str, Any] = field(default_factory=dict)  # the workflow's own facts (e.g. fallbacks)
     group: int = 0  # which draw of the step it belongs to (a problem drawn twice is two groups)
+    # Set while the episode runs (Team.grade, Team.reward) and by the rollout (its time budget):
+    graded: dict[str, list[str]] = field(default_factory=dict)  # texts queued for the verifier, by name
+    graded_turns: dict[str, list[int | None]] = field(default_factory=dict)  # the turn each graded text rewards
+    set_rewards: dict[int, float | None] = field(default_factory=dict)  # turn index -> its own reward
+    timed_out: bool = False  # cut at its wall-clock budget (rollout.episode_timeout_s)
+    elapsed_s: float | None = None  # when it was cut
+    # Set by scoring and credit:
+    status: str | None = None  # the verifier's verdict class (ok, wrong, no_answer, unscorable, nonfinite, ...)
+    verdict: dict[str, Any] = field(default_factory=dict)  # why the verifier decided so (failed test, overrun)
+    nonfinite_reward: str | None = None  # the NaN/Inf the verifier returned (reward is then None)
+    graded_rewards: dict[str, list[float | None]] = field(default_factory=dict)  # rewards of `graded`, by name
+    turn_rewards: dict[int, float | None] = field(default_factory=dict)  # turns with their own reward
 
     def grades(self, name: str) -> list[float | None]:
         """Rewards of the texts graded under `name` (`Team.grade`), in the order they were
         queued; None = unscorable. Empty before scoring."""
-        return list(self.info.get("graded_rewards", {}).get(name, []))
+        return list(self.graded_rewards.get(name, []))
+
+    def facts(self) -> dict[str, Any]:
+        """The contract's fields that are set, then the workflow's own `info`: the one dict that
+        samples.jsonl and a custom reward function's episode view show."""
+        out: dict[str, Any] = {}
+        for name in ("graded", "graded_turns", "set_rewards", "timed_out", "elapsed_s", "status", "nonfinite_reward",
+                     "verdict", "graded_rewards", "turn_rewards"):
+            value = getattr(self, name)
+            if value or (name == "status" and value is not None):
+                out[name] = value
+        return {**out, **self.info}

@@ -37,7 +37,8 @@ def _truth(text: str) -> int:
     return int(a) + int(b) if op == "+" else int(a) - int(b)
 
 
-def _wrong(ans: int, rng: random.Random) -> int:
+def wrong_answer(ans: int, rng: random.Random) -> int:
+    """The oracle's wrong answer: `ans` moved by a small or a tens-digit slip (absolute value taken)."""
     delta = rng.choice((1, -1, 2, -2, 10, -10, 11, -9))
     return abs(ans + delta) if ans + delta != ans else ans + 1
 
@@ -51,7 +52,7 @@ class OracleEngine:
 
     def _answer(self, truth: int) -> str:
         ok = self.rng.random() < self.rates.solve
-        return f"\\boxed{{{truth if ok else _wrong(truth, self.rng)}}}"
+        return f"\\boxed{{{truth if ok else wrong_answer(truth, self.rng)}}}"
 
     def _select(self, truth: int, listed: str) -> int:
         boxes = [last_boxed(c) for _, c in _LISTED.findall(listed)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
-from rolecall.basemodel.transcripts import CRITIQUES_BAD, CRITIQUES_GOOD, STRATEGIES, OracleRates, _wrong
+from rolecall.basemodel.transcripts import CRITIQUES_BAD, CRITIQUES_GOOD, STRATEGIES, OracleRates, wrong_answer
 from rolecall.types import Problem
 
 Messages = list[dict]
@@ -139,7 +139,7 @@ class Wordings:
         return self.rng.choice((f"\\boxed{{{value}}}", f"\\boxed{{{value}}}", str(value)))
 
     def guess(self, truth: int) -> int:
-        return truth if self.rng.random() < self.rates.solve else _wrong(truth, self.rng)
+        return truth if self.rng.random() < self.rates.solve else wrong_answer(truth, self.rng)
 
     def boxed_guess(self, truth: int) -> str:
         return f"\\boxed{{{self.guess(truth)}}}"

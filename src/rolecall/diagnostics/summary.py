@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
+
+from rolecall.diagnostics.metrics_log import read_metrics
+from rolecall.fsio import write_atomic
 
 RATIO_METRICS = ("chi2_token", "training_ppl", "grad_norm")
 ZERO = 1e-6  # a first value at or below this is on-policy noise around 0: no ratio
@@ -106,20 +107,8 @@ def summarize(rows: list[dict]) -> dict:
 
 def write_summary(run_dir: Path) -> dict:
     """Summarize `run_dir`/metrics.jsonl (a torn last line is skipped) into `run_dir`/summary.json, atomically."""
-    from rolecall.report.load import read_metrics  # here, not at the top: rolecall.report imports this module
-
     run_dir = Path(run_dir)
     rows, _ = read_metrics(run_dir / "metrics.jsonl")
     summary = summarize(rows)
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".summary.", suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, run_dir / "summary.json")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(run_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary

@@ -18,43 +18,38 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+import torch
+
+from rolecall.compose.bases import adapter_models, team_engine
+from rolecall.compose.parts import build_parts
+from rolecall.distributed.data_parallel import share_bounds
 from rolecall.errors import UserError
+from rolecall.rewards.verifier import as_check
+from rolecall.rollout import rollout
+from rolecall.schema import Config
 
 # Switches the actors read from the environment: the driver's values go to every actor.
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else None
 PASSED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH", "OMP_NUM_THREADS", "ROLECALL_CACHE")
 
-
 class RolloutWorkerError(UserError, RuntimeError):
     """A rollout worker kept failing; the message names it and the last error."""
-
 
 class _Worker:
     """The actor: the run's bases, adapters and engine, its own verifier for `team.check`."""
 
     def __init__(self, cfg_tree: dict, cwd: str, threads: int) -> None:
-        import torch
-
-        from rolecall.config import validate_config
-        from rolecall.policies.model import load_tokenizer
-        from rolecall.policies.routing import build_routing
-        from rolecall.rewards.verifier import build_verifier
-        from rolecall.train.bases import adapter_models, build_bases, team_engine
-        from rolecall.workflows import build_workflow, workflow_prompts
-
         if os.path.isdir(cwd):
             os.chdir(cwd)  # relative paths and user modules resolve as for the trainer
         torch.set_num_threads(max(1, threads))
-        cfg = validate_config(cfg_tree)
+        cfg = Config.model_validate(cfg_tree)  # the driver validated it in full before starting the actors
         self.cfg = cfg
-        self.workflow = build_workflow(cfg.workflow.name, workflow_prompts(cfg.workflow.name, cfg.workflow.prompts),
-                                       cfg.workflow.options)
-        routing = build_routing(cfg.routing, self.workflow.roles, cfg.policy_table())
-        tok = load_tokenizer(cfg.model.path, cfg.model.chat_template)
-        self.bases = build_bases(cfg, routing, tok)
+        parts = build_parts(cfg)
+        self.workflow = parts.workflow
+        self.bases = parts.bases(parts.tokenizer())
         self.engine = team_engine(self.bases, cfg.model.path)
         self.models = adapter_models(self.bases)
-        self.verifier = build_verifier(cfg.reward_cfg())
+        self.verifier = parts.verifier()
         self.version = -1
 
     def load(self, version: int, states: dict) -> int:
@@ -67,9 +62,6 @@ class _Worker:
 
     def run(self, version: int, problems: list, first_group: int, group_size: int, routes: dict,
             temperature: float, seed: int, training: bool) -> list:
-        from rolecall.rollout import rollout
-        from rolecall.train.stages import checker
-
         if version != self.version:
             raise RuntimeError(f"asked for adapter version {version}, holding {self.version}")
         cfg = self.cfg
@@ -78,12 +70,8 @@ class _Worker:
             return cfg.rollout.max_new_tokens_by_role.get(role, cfg.rollout.max_new_tokens)
 
         return rollout(self.workflow, problems, group_size, self.engine, routes, budget, temperature,
-                       episode_timeout_s=cfg.rollout.episode_timeout_s, check=checker(self.verifier),
+                       episode_timeout_s=cfg.rollout.episode_timeout_s, check=as_check(self.verifier),
                        training=training, seed=seed, first_group=first_group)
-
-    def ping(self) -> bool:
-        return True
-
 
 @dataclass
 class RayRollout:
@@ -152,8 +140,6 @@ class RayRollout:
     def rollout(self, problems: list, group_size: int, routes: dict, temperature: float, seed: int,
                 training: bool) -> list:
         """Episodes in the in-process order (problem-major), each share on its own actor."""
-        from rolecall.distributed.data_parallel import share_bounds
-
         bounds = [share_bounds(len(problems), i, self.n) for i in range(self.n)]
         shares = [(i, a, problems[a:b]) for i, (a, b) in enumerate(bounds) if a < b]
         calls = {i: self.actors[i].run.remote(self.version, share, start, group_size, routes, temperature, seed,

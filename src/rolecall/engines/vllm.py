@@ -62,7 +62,7 @@ class VLLMEngine:
         point its requests there."""
         from vllm.lora.request import LoRARequest
 
-        from rolecall.train.checkpoint import save_adapter
+        from rolecall.policies.adapter_files import save_adapter
 
         version = self.version + 1
         for name, model in models_by_adapter.items():

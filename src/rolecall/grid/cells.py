@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from rolecall.config import Config
+from rolecall.schema import Config
 from rolecall.grid.runner import CellJob, OnEvent
 from rolecall.grid.spec import GridError
 
@@ -36,7 +36,7 @@ def _first_difference(old, new, prefix: str = "") -> tuple[str, object, object] 
 
 def train_cell(cfg: Config, path: Path, on_event: OnEvent) -> None:
     """Train into `path`; a directory left by an earlier, unfinished attempt resumes from its checkpoint."""
-    from rolecall.train.loop import train
+    from rolecall.train.launch import train
 
     old = path / "config.yaml"
     resume = old.is_file()
@@ -52,8 +52,9 @@ def train_cell(cfg: Config, path: Path, on_event: OnEvent) -> None:
 def evaluate_base(cfg: Config, path: Path, on_event: OnEvent) -> None:
     """Validation accuracy of the untrained model (adapters disabled), written as a run directory."""
     from rolecall.diagnostics.summary import write_summary
-    from rolecall.train.loop import build_stack, validate_episodes
-    from rolecall.train.run_dir import RunDir, hold
+    from rolecall.train.stack import build_stack
+    from rolecall.train.step import validate_episodes
+    from rolecall.rundir.directory import RunDir, hold
 
     run = RunDir(path)
     with hold(path):

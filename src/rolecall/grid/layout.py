@@ -12,32 +12,16 @@ before its summary is not finished.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
+from rolecall.fsio import write_atomic
 from rolecall.grid.spec import Grid, GridError
 
 INDEX = "grid.json"
 DONE = "grid-done.json"
 FAILED = "grid-failed.txt"
 TRACEBACK = "grid-failed.traceback"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename: a reader never sees half a marker or index."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_index(out: Path, grid: Grid, cells: list) -> None:

@@ -55,7 +55,7 @@ def preflight_inputs(plan: Plan, report=lambda line: None) -> int:
 
     Returns how many distinct inputs were checked."""
     from rolecall.errors import UserError
-    from rolecall.train.loop import preflight
+    from rolecall.train.stack import preflight
 
     seen: dict[str, str] = {}
     for cell in plan.cells:

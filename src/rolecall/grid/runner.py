@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Protocol, Sequence
 
-from rolecall.config import Config
+from rolecall.schema import Config
 from rolecall.grid import layout
 from rolecall.grid.plan import Plan, one_line
 from rolecall.grid.spec import Cell
@@ -76,7 +76,7 @@ def _describe(e: BaseException) -> str:
 
 def execute_cell(job: CellJob, runner: CellRunner, listener: Listener | None = None) -> CellResult:
     """Run one cell; mark it done, or failed with its one-line error. A stop (Ctrl-C) is not a failure."""
-    from rolecall.train.stop import TrainingStopped
+    from rolecall.rundir.stop import TrainingStopped
 
     job.path.mkdir(parents=True, exist_ok=True)
     (job.path / layout.FAILED).unlink(missing_ok=True)  # this attempt's outcome replaces the last one's

@@ -173,7 +173,7 @@ def _fill_value(v: Any, names: dict[str, str], where: str) -> Any:
 
 # -- reading the file ----------------------------------------------------------------------------
 def config_sections() -> set[str]:
-    from rolecall.config import Config
+    from rolecall.schema import Config
 
     return set(Config.model_fields)
 

@@ -118,7 +118,7 @@ def _read_run(out: Path, cell: dict) -> RunData:
         run.summary = json.loads(summary_path.read_text("utf-8"))
     elif metrics.is_file():
         from rolecall.diagnostics.summary import summarize
-        from rolecall.report.load import read_metrics
+        from rolecall.diagnostics.metrics_log import read_metrics
 
         run.summary = summarize(read_metrics(metrics)[0])
     return run

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rolecall.train.checkpoint import write_durable
+from rolecall.fsio import write_durable
 
 MAGIC = b"rolecall-metapolicy-checkpoint v1\n"
 

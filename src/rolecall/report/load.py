@@ -1,20 +1,15 @@
 """Read run directories (config.yaml + metrics.jsonl) into plain series for the report."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from rolecall.errors import UserError
+from rolecall.diagnostics.metrics_log import ReportError, read_metrics
 
 NAN = float("nan")
-
-
-class ReportError(UserError, ValueError):
-    """A run directory the report cannot read; the message names the file (and line)."""
 
 
 @dataclass
@@ -90,38 +85,6 @@ def normalise(values: list[float]) -> list[float]:
     if base is None:
         return [NAN] * len(values)
     return [v / abs(base) if math.isfinite(v) else NAN for v in values]
-
-
-def read_metrics(path: Path) -> tuple[list[dict], list[str]]:
-    """Parse metrics.jsonl. A malformed last line (a killed trainer) is skipped with a warning."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ReportError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    lines = text.splitlines()
-    last = max((i for i, x in enumerate(lines) if x.strip()), default=-1)
-    rows: list[dict] = []
-    warnings: list[str] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == last:
-                warnings.append(f"{path}:{i + 1}: skipped a truncated last line (the trainer was probably killed "
-                                f"mid-write): {line[:80]!r}")
-                continue
-            raise ReportError(f"{path}:{i + 1}: not valid JSON ({e.msg}, column {e.colno})") from None
-        if not isinstance(row, dict):
-            raise ReportError(f"{path}:{i + 1}: expected a JSON object, got {type(row).__name__}")
-        step = row.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise ReportError(f"{path}:{i + 1}: every row needs an integer 'step', got {step!r}")
-        rows.append(row)
-    if not rows:
-        raise ReportError(f"{path}: no metrics rows (empty file); has the run logged a step yet?")
-    return rows, warnings
 
 
 def load_run(path: Path, name: str | None = None) -> Run:

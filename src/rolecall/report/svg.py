@@ -144,11 +144,31 @@ def _short(s: str, n: int = 48) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def render(chart: Chart, chart_id: str) -> str:
-    """One chart as an HTML <figure>: the SVG plus its hover data."""
-    left, right, bottom = 58, 14, 40
-    width = chart.width
-    pw = width - left - right
+def _e(s) -> str:
+    return escape(str(s), quote=True)  # every user string goes through this
+
+
+@dataclass
+class _Plot:
+    """Where a chart's plot area sits and its data domain: maps data to SVG coordinates."""
+    left: float
+    top: float
+    pw: float
+    ph: float
+    xlo: float
+    xhi: float
+    ylo: float
+    yhi: float
+
+    def px(self, x: float) -> float:
+        return round(self.left + (x - self.xlo) / (self.xhi - self.xlo) * self.pw, 1)
+
+    def py(self, y: float) -> float:
+        return round(self.top + (self.yhi - y) / (self.yhi - self.ylo) * self.ph, 1)
+
+
+def _legend_items(chart: Chart) -> list[tuple[str, str]]:
+    """(label, key) per legend entry: "s<i>" for a series, "r<i>" for a rule."""
     legend_items: list[tuple[str, str]] = []
     for i, s in enumerate(chart.series):
         if s.legend:
@@ -156,45 +176,42 @@ def render(chart: Chart, chart_id: str) -> str:
     for i, r in enumerate(chart.rules):
         if r.key != "":
             legend_items.append((_short(r.label if r.key is None else r.key), f"r{i}"))
-    placed, legend_h = _legend_layout(legend_items if chart.legend else [], pw)
-    top = 30 + legend_h + 8
-    ph = chart.plot_h
-    height = top + ph + bottom
+    return legend_items
 
+
+def _domains(chart: Chart) -> tuple[tuple[float, float, list[float]], tuple[float, float, list[float]], bool]:
+    """The x and y axes (domain and ticks) covering the data, bands and horizontal rules; and whether there is data."""
     xs_all = [x for s in chart.series for x, y in zip(s.xs, s.ys) if _finite(y)]
     xlo, xhi = chart.xdomain or ((min(xs_all), max(xs_all)) if xs_all else (0, 1))
-    xlo, xhi, xticks = axis(xlo, xhi, n=6, integer=True)
+    xaxis = axis(xlo, xhi, n=6, integer=True)
     ys_all = [y for s in chart.series for y in s.ys if _finite(y)]
     has_data = bool(ys_all)
     ys_all += [v for s in chart.series if s.band for part in s.band for v in part if _finite(v)]
     ys_all += [r.at for r in chart.rules if not r.vertical and _finite(r.at)]
-    ylo, yhi, yticks = axis(min(ys_all, default=0.0), max(ys_all, default=1.0))
+    yaxis = axis(min(ys_all, default=0.0), max(ys_all, default=1.0))
+    return xaxis, yaxis, has_data
 
-    def px(x: float) -> float:
-        return round(left + (x - xlo) / (xhi - xlo) * pw, 1)
 
-    def py(y: float) -> float:
-        return round(top + (yhi - y) / (yhi - ylo) * ph, 1)
-
-    e = lambda s: escape(str(s), quote=True)  # noqa: E731 - every user string goes through this
-    out = [f'<svg class="chart" id="{chart_id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-           f'role="img" aria-label="{e(chart.title)}" xmlns="http://www.w3.org/2000/svg">',
-           f'<clipPath id="{chart_id}-clip"><rect x="{left}" y="{top}" width="{pw}" height="{ph}"/></clipPath>',
-           f'<text class="title" x="{left}" y="18">{e(chart.title)}</text>']
-    if chart.note:
-        out.append(f'<text class="note" x="{width - right}" y="18" text-anchor="end">{e(chart.note)}</text>')
-    # grid and ticks
+def _frame_svg(chart: Chart, plot: _Plot, xticks: list[float], yticks: list[float], height: float) -> list[str]:
+    """Gridlines, ticks, the frame and the axis labels."""
+    left, top, pw, ph, py = plot.left, plot.top, plot.pw, plot.ph, plot.py
+    out = []
     for t in yticks:
         out.append(f'<line class="gridline" x1="{left}" x2="{left + pw}" y1="{py(t)}" y2="{py(t)}"/>'
                    f'<text class="tick" x="{left - 6}" y="{py(t) + 4}" text-anchor="end">{fmt_tick(t, yticks[1] - yticks[0])}</text>')
-    out.extend(_step_ticks(xticks, px, top, ph))
+    out.extend(_step_ticks(xticks, plot.px, top, ph))
     out.append(f'<rect class="frame" x="{left}" y="{top}" width="{pw}" height="{ph}"/>')
-    out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{e(chart.xlabel)}</text>')
+    out.append(f'<text class="axis-label" x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{_e(chart.xlabel)}</text>')
     if chart.ylabel:
         out.append(f'<text class="axis-label" transform="translate(14 {top + ph / 2}) rotate(-90)" '
-                   f'text-anchor="middle">{e(chart.ylabel)}</text>')
-    # data, clipped to the plot area
-    out.append(f'<g clip-path="url(#{chart_id}-clip)">')
+                   f'text-anchor="middle">{_e(chart.ylabel)}</text>')
+    return out
+
+
+def _rules_svg(chart: Chart, plot: _Plot) -> list[str]:
+    """Reference lines: vertical at a step, horizontal at a value."""
+    left, top, pw, ph, px, py, e = plot.left, plot.top, plot.pw, plot.ph, plot.px, plot.py, _e
+    out = []
     for r in chart.rules:
         if r.vertical:
             out.append(f'<line class="rule" x1="{px(r.at)}" x2="{px(r.at)}" y1="{top}" y2="{top + ph}" stroke="{e(r.color)}" '
@@ -202,6 +219,13 @@ def render(chart: Chart, chart_id: str) -> str:
         else:
             out.append(f'<line class="rule" x1="{left}" x2="{left + pw}" y1="{py(r.at)}" y2="{py(r.at)}" stroke="{e(r.color)}" '
                        f'stroke-dasharray="{e(r.dash)}"><title>{e(r.label)}: {r.at:.4g}</title></line>')
+    return out
+
+
+def _series_svg(chart: Chart, plot: _Plot) -> list[str]:
+    """Shaded bands first, then each series' line and its dots (all dots when sparse, else lone points)."""
+    px, py, e = plot.px, plot.py, _e
+    out = []
     for s in chart.series:
         if s.band:
             lo_, hi_ = s.band
@@ -223,10 +247,12 @@ def render(chart: Chart, chart_id: str) -> str:
             if sparse or len(seg) == 1:
                 out.extend(f'<circle class="dot" cx="{px(x)}" cy="{py(y)}" r="2.8" fill="{e(s.color)}" '
                            f'fill-opacity="{s.opacity}"/>' for x, y in seg)
-    out.append('</g>')
-    if not has_data:
-        out.append(f'<text class="empty" x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">not logged</text>')
-    # legend
+    return out
+
+
+def _legend_svg(chart: Chart, placed: list[tuple[float, float, str, str]], left: float) -> list[str]:
+    """The chart's own legend: a line sample (colour, dash, width) and the label per placed item."""
+    out, e = [], _e
     for x, y, label, key in placed:
         lx, ly = left + x, 30 + y
         if key[0] == "s":
@@ -238,6 +264,36 @@ def render(chart: Chart, chart_id: str) -> str:
         dash_attr = f' stroke-dasharray="{e(dash)}"' if dash else ""
         out.append(f'<line x1="{lx}" x2="{lx + 22}" y1="{ly + 4}" y2="{ly + 4}" stroke="{e(color)}" stroke-width="{sw}"{dash_attr}/>'
                    f'<text class="legend" x="{lx + 26}" y="{ly + 8}">{e(label)}</text>')
+    return out
+
+
+def render(chart: Chart, chart_id: str) -> str:
+    """One chart as an HTML <figure>: the SVG plus its hover data."""
+    left, right, bottom = 58, 14, 40
+    width = chart.width
+    pw = width - left - right
+    placed, legend_h = _legend_layout(_legend_items(chart) if chart.legend else [], pw)
+    top = 30 + legend_h + 8
+    ph = chart.plot_h
+    height = top + ph + bottom
+    (xlo, xhi, xticks), (ylo, yhi, yticks), has_data = _domains(chart)
+    plot = _Plot(left, top, pw, ph, xlo, xhi, ylo, yhi)
+    e = _e
+    out = [f'<svg class="chart" id="{chart_id}" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+           f'role="img" aria-label="{e(chart.title)}" xmlns="http://www.w3.org/2000/svg">',
+           f'<clipPath id="{chart_id}-clip"><rect x="{left}" y="{top}" width="{pw}" height="{ph}"/></clipPath>',
+           f'<text class="title" x="{left}" y="18">{e(chart.title)}</text>']
+    if chart.note:
+        out.append(f'<text class="note" x="{width - right}" y="18" text-anchor="end">{e(chart.note)}</text>')
+    out.extend(_frame_svg(chart, plot, xticks, yticks, height))
+    # data, clipped to the plot area
+    out.append(f'<g clip-path="url(#{chart_id}-clip)">')
+    out.extend(_rules_svg(chart, plot))
+    out.extend(_series_svg(chart, plot))
+    out.append('</g>')
+    if not has_data:
+        out.append(f'<text class="empty" x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle">not logged</text>')
+    out.extend(_legend_svg(chart, placed, left))
     out.append(f'<line class="cross" x1="0" x2="0" y1="{top}" y2="{top + ph}" visibility="hidden"/>')
     out.append('</svg>')
     hover = {"x0": left, "x1": left + pw, "y0": top, "y1": top + ph, "xd": [xlo, xhi],

@@ -94,4 +94,4 @@ def _view(ep: Episode) -> dict:
             "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "prompt": t.prompt_text,
                        "completion": t.completion_text, "index": t.index, "finish_reason": t.finish_reason}
                       for t in ep.turns],
-            "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, type(None)))}}
+            "info": {k: v for k, v in ep.facts().items() if isinstance(v, (str, int, float, bool, type(None)))}}

@@ -5,6 +5,7 @@ verifier reads (`answer`, `meta["answers"]`, `meta["tests"]`) is its own busines
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -112,3 +113,11 @@ def build_verifier(cfg) -> Verifier:
 
         return CustomVerifier(cfg.name, getattr(cfg, "custom_deadline_s", 10.0))
     raise ValueError(f"reward.name: unknown {cfg.name!r}; allowed: math, code, qa or package.module:function")
+
+
+def as_check(verifier: Verifier):
+    """`team.check` for a rollout: the verifier's values now, None where unscorable or non-finite."""
+    def check(texts, problems) -> list[float | None]:
+        return [None if s.value is None or not math.isfinite(s.value) else s.value
+                for s in verifier.score_many(list(texts), list(problems))]
+    return check

@@ -1,5 +1,39 @@
-"""Tasks: where problems come from (built-in procedural tasks, later local datasets)."""
+"""Tasks: where problems come from. Each module here that defines `TASK` (a `TaskSource`) is a task.
+
+A new task is one file in this folder: it is found by its `TASK`, and `task.name=<its name>`
+selects it. Discovery imports the modules once, on the first lookup.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.tasks.multihop import MultiHopTask
+from rolecall.tasks.source import TaskSource
 
-__all__ = ["ArithmeticTask", "MultiHopTask"]
+__all__ = ["ArithmeticTask", "MultiHopTask", "TaskSource", "get_task", "task_names"]
+
+
+@functools.cache
+def _registry() -> dict[str, TaskSource]:
+    found: dict[str, TaskSource] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        source = getattr(module, "TASK", None)
+        if isinstance(source, TaskSource):
+            found[source.name] = source
+    return found
+
+
+def task_names() -> list[str]:
+    return sorted(_registry())
+
+
+def get_task(name: str) -> TaskSource:
+    """The task named `name`; ValueError naming the known ones otherwise."""
+    try:
+        return _registry()[name]
+    except KeyError:
+        raise ValueError(f"task.name: unknown {name!r}; allowed: {task_names()}") from None

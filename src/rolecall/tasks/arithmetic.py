@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 
+from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
 
 
@@ -50,3 +51,19 @@ class ArithmeticTask:
 
     def train(self) -> list[Problem]:
         return [self.make(*t) for t in self._space[self.n_val:]]
+
+
+def _problems(cfg, count_tokens=None, log=print):
+    t = cfg.task
+    task = ArithmeticTask(digits=t.digits, ops=t.ops, n_val=t.n_val, seed=t.seed)
+    return task.train(), task.validation()
+
+
+def _identity(cfg) -> dict:
+    t = cfg.task
+    return {"path": "built-in", "task": f"arithmetic digits={t.digits} ops={t.ops} n_val={t.n_val} seed={t.seed}"}
+
+
+# Exact match only: math-verify would call an echoed question (`12+34`) equivalent to its sum.
+TASK = TaskSource("arithmetic", "procedural 1-3 digit + and - (built-in)", _problems, _identity,
+                  reward="math", math_checker="strict")

@@ -1,8 +1,10 @@
 """Problems from a local dataset file (the `data` config section): train and validation splits."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
+from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
 
 
@@ -44,3 +46,18 @@ def load_dataset_problems(data, count_tokens: Callable[[str], int] | None = None
     if data.n_val:
         val_P = val_P[: data.n_val]
     return train_P, val_P
+
+
+def _problems(cfg, count_tokens=None, log=print):
+    return load_dataset_problems(cfg.data, count_tokens, log=log)
+
+
+def _identity(cfg) -> dict:
+    d = cfg.data
+    return {"path": str(Path(d.path).resolve()), "val_path": d.val_path and str(Path(d.val_path).resolve()),
+            "task": f"dataset {d.format}"}
+
+
+# Which verifier reads which layout's gold answers.
+TASK = TaskSource("dataset", "rows of a local file (the `data` section)", _problems, _identity,
+                  formats={"dapo_math": "math", "gsm8k": "math", "deepcoder": "code", "qa": "qa"}, reads_data=True)

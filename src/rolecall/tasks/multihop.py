@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rolecall.paths import cache_dir
 from rolecall.retrieval.corpus import Passage, write_corpus
+from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
 
 GENERATOR_VERSION = 1  # part of the corpus file name: a change here writes a new corpus
@@ -131,3 +132,18 @@ def invent_names(rng: random.Random, n: int) -> list[str]:
             taken.add(name)
             out.append(name.capitalize())
     return out
+
+
+def _problems(cfg, count_tokens=None, log=print):
+    t = cfg.task
+    task = MultiHopTask(people=t.people, n_val=t.n_val, seed=t.seed)
+    return task.train(), task.validation()
+
+
+def _identity(cfg) -> dict:
+    t = cfg.task
+    return {"path": "built-in", "task": f"multihop people={t.people} n_val={t.n_val} seed={t.seed}"}
+
+
+TASK = TaskSource("multihop", "2-hop questions over a corpus of invented entities (built-in)", _problems, _identity,
+                  reward="qa")

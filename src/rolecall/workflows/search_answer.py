@@ -194,7 +194,7 @@ class SearchAnswer(Workflow):
         nan = float("nan")
         return {
             "search_answer/em": fmean(ep.reward >= 1.0 for ep in done),
-            "search_answer/f1": fmean(float(ep.info.get("verdict", {}).get("f1", ep.reward)) for ep in done),
+            "search_answer/f1": fmean(float(ep.verdict.get("f1", ep.reward)) for ep in done),
             "search_answer/abstain_rate": len(abstained) / len(done),
             "search_answer/abstain_precision": fmean(not ep.info["sufficient"] for ep in abstained) if abstained else nan,
             "search_answer/sufficiency_rate": len(enough) / len(done),

@@ -1,8 +1,10 @@
 """Filesystem jail of the code sandbox: a private read-only root for `runner.py`'s boot.
 
-Stdlib only, never imports rolecall; `runner.py` imports it at start-up, before the private
-root hides this directory. Builds a tmpfs root holding read-only binds of the system dirs
-and Python, a minimal /dev, a fresh /proc, tmpfs /tmp and run dir, then pivots into it.
+Stdlib only, never imports rolecall; `runner.py` (and its sibling scripts `runner_server.py`,
+`runner_child.py`) import it at start-up, before the private root hides this directory.
+Builds a tmpfs root holding read-only binds of the system dirs and Python, a minimal /dev, a
+fresh /proc, tmpfs /tmp and run dir, then pivots into it. It also owns the libc handle and
+the `prctl` wrapper that the boot, server and test-child processes share.
 """
 from __future__ import annotations
 
@@ -14,11 +16,14 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 32, 4096, 8192, 16384, 1 << 18
 MNT_DETACH = 2
 _PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41, "riscv64": 41}
+# prctl(2) constants (linux/prctl.h).
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
 
 _libc = None
 
 
-def _c():
+def libc():
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
@@ -28,18 +33,22 @@ def _c():
     return _libc
 
 
-def _ok(ret: int, what: str) -> None:
+def check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def prctl(option: int, arg: int = 0) -> None:
+    check(libc().prctl(option, arg, 0, 0, 0), f"prctl {option}")
+
+
 def _mount(src, target, fstype, flags, data=None) -> None:
     enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
-    _ok(_c().mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+    check(libc().mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
-def _enter_private_root(cfg: dict) -> None:
+def enter_private_root(cfg: dict) -> None:
     """A tmpfs root holding read-only system dirs and Python, a tmpfs run dir, /tmp, /dev, /proc.
 
     Everything else on the host (home dirs, datasets, the trainer's files) is simply absent.
@@ -98,8 +107,8 @@ def _make_dev(new: str, mb: int) -> None:
 def _pivot(new: str) -> None:
     os.chdir(new)
     nr = _PIVOT_ROOT_SYSCALL.get(os.uname().machine)
-    if nr is not None and _c().syscall(ctypes.c_long(nr), b".", b".") == 0:
-        _ok(_c().umount2(b".", MNT_DETACH), "umount old root")   # the old root sat on top
+    if nr is not None and libc().syscall(ctypes.c_long(nr), b".", b".") == 0:
+        check(libc().umount2(b".", MNT_DETACH), "umount old root")   # the old root sat on top
     else:  # unknown architecture: move the mount over / and chroot (caps are dropped later)
         _mount(".", "/", None, MS_MOVE)
         os.chroot(".")

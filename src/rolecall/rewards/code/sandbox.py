@@ -12,101 +12,48 @@ machine allows is probed once per process and recorded in `CodeSandbox.isolation
   caller passes `allow_unisolated_network=True`.
 
 Expected outputs never leave this process: the child reports raw outputs and the verdict is
-computed by `grade.py`. See docs/sandbox.md for what this protects against and what it does not.
+computed by `verdicts.py`. See docs/sandbox.md for what this protects against and what it does not.
+
+This module chooses the isolation and starts a run; the rest of a run lives beside it:
+`limits.py` (SandboxLimits, SandboxUnavailable), `channel.py` (reading the results pipe,
+RunResult), `uids.py` (leasing sandbox uids), `private_fs.py` (private run dirs and files),
+`teardown.py` (killing and cleaning up after a run) and the child-side scripts `runner.py`,
+`runner_server.py`, `runner_child.py`, `runner_wire.py`, `jail.py`.
 """
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
-import math
 import os
-import pwd
 import secrets
-import select
 import shutil
-import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from rolecall.errors import UserError
 from rolecall.rewards.base import Score
+from rolecall.rewards.code.channel import STARTUP_S, RunResult, collect
+from rolecall.rewards.code.limits import SandboxLimits, SandboxUnavailable
+from rolecall.rewards.code.private_fs import private_dir, write_private
 from rolecall.rewards.code.spec import CodeTests
+from rolecall.rewards.code.teardown import teardown
+from rolecall.rewards.code.uids import DEFAULT_UID_BASE, UID_SLOTS, Lease, lease_uid
+from rolecall.rewards.code.verdicts import MODES, judge_record, verdict
+
+# Re-exported: callers and tests import these from here.
+__all__ = ["DEFAULT_UID_BASE", "RUNNER", "STARTUP_S", "UID_SLOTS", "CodeSandbox", "RunResult", "SandboxLimits",
+           "SandboxUnavailable"]
 
 RUNNER = Path(__file__).with_name("runner.py")
-DEFAULT_UID_BASE = 62000
-UID_SLOTS = 256
-# The jail must be up (before any model code runs) within this; otherwise the run is unscorable.
-STARTUP_S = 15.0
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _NAMESPACES = ("--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child")
 
-
-class SandboxUnavailable(UserError, RuntimeError):
-    """The isolation code rewards need cannot be had here, and the caller did not opt out."""
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Limits of one run. Every rlimit is set with hard = soft, so the code cannot raise it."""
-
-    timeout_s: float = 6.0
-    """Wall time per test. The whole run gets timeout_s * n_tests + grace_s, at most max_total_s."""
-    memory_mb: int = 1024
-    """RLIMIT_AS of every process the code runs in; running out is `memory_limit`."""
-    cpu_s: int | None = None
-    """RLIMIT_CPU of each test process; None means ceil(timeout_s) + 1."""
-    file_size_mb: int = 16
-    """RLIMIT_FSIZE: the largest file the code can write, stdout/stderr captures included."""
-    nproc: int = 16
-    """RLIMIT_NPROC: processes + threads of the sandbox uid; a fork bomb stops here."""
-    nofile: int = 64
-    """RLIMIT_NOFILE: open file descriptors per process."""
-    output_bytes: int = 1 << 20
-    """Captured stdout/stderr (or serialized return value) per test; more is `output_limit`."""
-    grace_s: float = 2.0
-    """Added once to the run's deadline (process start-up, per-test overheads)."""
-    max_total_s: float = 300.0
-    """Hard cap on a run's deadline, whatever the number of tests."""
-    tmpfs_mb: int = 64
-    """Size of each private tmpfs (run dir, /tmp, /dev/shm) with a private filesystem."""
-
-    def __post_init__(self):
-        for name in ("timeout_s", "memory_mb", "file_size_mb", "nproc", "nofile", "output_bytes",
-                     "max_total_s", "tmpfs_mb"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.grace_s < 0 or (self.cpu_s is not None and self.cpu_s < 1):
-            raise ValueError("SandboxLimits: grace_s must be >= 0 and cpu_s >= 1 (or None)")
-
-    @property
-    def cpu_limit(self) -> int:
-        return self.cpu_s if self.cpu_s is not None else math.ceil(self.timeout_s) + 1
-
-    def run_deadline_s(self, n_tests: int) -> float:
-        return min(self.timeout_s * n_tests + self.grace_s, self.max_total_s)
-
-
-@dataclass
-class RunResult:
-    """What one run produced, before any verdict: raw per-test records from the child."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    ready: bool = False          # the jail came up; from here on failures are the code's
-    finished: bool = False       # the server printed this run's nonce after the last test
-    killed: str | None = None    # "deadline" or "early_stop" when the parent ended the run
-    infra_error: str | None = None
-    server_exit: str | None = None
-    sandbox_uid: int | None = None
-    elapsed_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -172,8 +119,6 @@ class CodeSandbox:
 
     def run(self, code: str, tests: CodeTests, *, mode: str = "all_pass") -> Score:
         """Grade one program: all_pass (1.0 or 0.0, stops at the first failed test) or pass_rate."""
-        from rolecall.rewards.code.grade import MODES, judge_record, verdict
-
         if mode not in MODES:
             raise ValueError(f"mode: unknown {mode!r}; allowed: {list(MODES)}")
         problem = _check_tests(tests)
@@ -262,27 +207,27 @@ def _execute(strategy: _Strategy, limits: SandboxLimits, code: str, tests: CodeT
     result = RunResult()
     lease = host = proc = None
     try:
-        lease = _lease_uid(uid_base) if strategy.drop_uid else None
+        lease = lease_uid(uid_base) if strategy.drop_uid else None
         result.sandbox_uid = lease.uid if lease else os.geteuid()
-        host = Path(tempfile.mkdtemp(prefix="run-", dir=_private_dir(_base_dir())))
+        host = Path(tempfile.mkdtemp(prefix="run-", dir=private_dir(_base_dir())))
         nonce = secrets.token_hex(16)
         cfg = _prepare(host, strategy, limits, code, tests, nonce, lease)
         proc, results_r = _spawn(strategy, cfg, host)
-        _collect(result, results_r, len(tests.inputs), limits, nonce, on_record)
+        collect(result, results_r, len(tests.inputs), limits, nonce, on_record)
     except Exception as e:  # noqa: BLE001 - cannot spawn, bad channel, ...: the sandbox failed
         result.infra_error = f"{type(e).__name__}: {e}"
     finally:
-        _teardown(proc, lease, host, result)
+        teardown(proc, lease, host, result)
     result.elapsed_s = time.monotonic() - started
     return result
 
 
 def _prepare(host: Path, strategy: _Strategy, limits: SandboxLimits, code: str, tests: CodeTests,
-             nonce: str, lease: _Lease | None) -> dict:
+             nonce: str, lease: Lease | None) -> dict:
     """Write the job (code and inputs, never expected outputs) and the boot configuration."""
-    _write_private(host / "job.json", json.dumps(
+    write_private(host / "job.json", json.dumps(
         {"kind": tests.kind, "code": code, "inputs": list(tests.inputs), "fn_name": tests.fn_name}))
-    _write_private(host / "nonce", nonce)
+    write_private(host / "nonce", nonce)
     if strategy.private_root:
         workdir = "/sandbox"
         (host / "root").mkdir(mode=0o700)
@@ -332,165 +277,12 @@ def _child_env(workdir: str) -> dict[str, str]:
             "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _collect(result: RunResult, fd: int, n: int, limits: SandboxLimits, nonce: str,
-             on_record: Callable[[dict], bool] | None) -> None:
-    """Read the results channel until EOF, the deadline, or an early stop."""
-    buf = bytearray()
-    deadline = time.monotonic() + STARTUP_S
-    poller = select.poll()          # not select(): a trainer's fds can be numbered past 1024
-    poller.register(fd, select.POLLIN)
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if result.ready:
-                    result.killed = "deadline"
-                else:
-                    result.infra_error = f"the sandbox did not start within {STARTUP_S:.0f} s"
-                return
-            if not poller.poll(left * 1000):
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return
-            buf.extend(chunk)
-            while (cut := buf.find(b"\n")) >= 0:
-                record = json.loads(bytes(buf[:cut]))
-                del buf[:cut + 1]
-                if record.get("t") == "ready" and not result.ready:
-                    result.ready = True
-                    deadline = time.monotonic() + limits.run_deadline_s(n)
-                elif not _take(result, record, n, nonce, on_record):
-                    return
-            if len(buf) > 8 * limits.output_bytes + (1 << 20):
-                raise RuntimeError("oversized record on the results channel")
-    finally:
-        os.close(fd)
 
-
-def _take(result: RunResult, record: dict, n: int, nonce: str,
-          on_record: Callable[[dict], bool] | None) -> bool:
-    kind = record.get("t")
-    if kind == "test":
-        if not result.ready or record.get("i") != len(result.records) or len(result.records) >= n:
-            raise RuntimeError(f"results out of order: {str(record)[:80]}")
-        result.records.append(record)
-        if on_record is not None and on_record(record) is False:
-            result.killed = "early_stop"
-            return False
-    elif kind == "done":
-        result.finished = len(result.records) == n and secrets.compare_digest(str(record.get("nonce")), nonce)
-    elif kind == "exit":
-        result.server_exit = record.get("server")
-    elif kind in ("boot_error", "server_error"):
-        result.infra_error = f"{kind}: {record.get('msg')}"
-    return True
-
-
-def _teardown(proc: subprocess.Popen | None, lease: _Lease | None, host: Path | None, result: RunResult) -> None:
-    """Kill everything the run started, whatever happened, then remove its files."""
-    if proc is not None:
-        _kill_group(proc.pid)     # before reaping, so that the group id cannot have been reused
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            result.infra_error = result.infra_error or "the sandbox did not exit after SIGKILL"
-    if lease is not None:
-        try:
-            _kill_uid(lease.uid)
-        except (OSError, subprocess.SubprocessError):
-            pass    # no helper could be spawned; the PID namespace already took the run down
-        lease.release()
-    if host is not None:
-        if result.infra_error:
-            try:
-                log = (host / "boot.log").read_bytes()[:500].decode("utf-8", "replace").strip()
-                result.infra_error += f" [{log}]" if log else ""
-            except OSError:
-                pass
-        shutil.rmtree(host, ignore_errors=True)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# ---------------------------------------------------------------- uids, dirs, interpreter
-
-class _Lease:
-    """Exclusive use of one sandbox uid, across threads and processes (an flock on a file)."""
-
-    def __init__(self, uid: int, fd: int):
-        self.uid, self._fd = uid, fd
-
-    def release(self) -> None:
-        os.close(self._fd)
-
-
-_swept_uids: set[int] = set()
-
-
-def _lease_uid(base: int) -> _Lease:
-    lock_dir = _private_dir(Path("/run/rolecall-sandbox") if os.path.isdir("/run")
-                            else Path(tempfile.gettempdir()) / "rolecall-sandbox-locks")
-    for uid in range(base, base + UID_SLOTS):
-        if _uid_has_owner(uid):
-            continue
-        fd = os.open(lock_dir / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        if uid not in _swept_uids:   # a run killed along with an earlier trainer may linger
-            _kill_uid(uid)
-            _swept_uids.add(uid)
-        return _Lease(uid, fd)
-    raise OSError(f"all {UID_SLOTS} sandbox uids from {base} are busy")
-
-
-@functools.lru_cache(maxsize=None)
-def _uid_has_owner(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        return False
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of `uid`: a helper switches to that uid and calls kill(-1)."""
-    kill = shutil.which("kill", path="/usr/bin:/bin")
-    if kill is None:
-        return  # the PID namespace already took everything down with the run
-    subprocess.run([kill, "-9", "-1"], user=uid, group=uid, extra_groups=[], env={},
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   close_fds=True, timeout=10, check=False)
-
+# ---------------------------------------------------------------- dirs, interpreter
 
 def _base_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"rolecall-sandbox-{os.geteuid()}"
 
-
-def _private_dir(path: Path) -> Path:
-    """Create (or check) a directory only we can enter; refuse one someone else prepared."""
-    try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        raise OSError(f"{path} is not a private directory of uid {os.geteuid()}")
-    return path
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    with open(fd, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 @functools.lru_cache(maxsize=None)

@@ -7,8 +7,8 @@ import torch
 from rolecall.loss import token_logprobs
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.routing import BASE_POLICY
-from rolecall.train.batch import Row, collate, micro_batches
-from rolecall.train.forward import completion_logits
+from rolecall.algo.batch import Row, collate, micro_batches
+from rolecall.algo.forward import completion_logits
 
 
 def base_logps(model, rows: list[Row], pad_id: int, temperature: float, max_tokens: int) -> dict[int, torch.Tensor]:

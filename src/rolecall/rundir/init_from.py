@@ -22,7 +22,7 @@ class InitFromError(UserError, ValueError):
 
 def resolve_adapter(policy: str, path: str | Path) -> Path:
     """The adapter directory `init_from` names (InitFromError naming the policy if none)."""
-    from rolecall.train.checkpoint import latest_checkpoint
+    from rolecall.rundir.checkpoint import latest_checkpoint
 
     p = Path(path).expanduser()
     if (p / "adapter_config.json").is_file():

@@ -11,9 +11,9 @@ import time
 import warnings
 from pathlib import Path
 
-from rolecall.config import Config, dump_config
+from rolecall.schema import Config, dump_config
 from rolecall.errors import UserError
-from rolecall.train.checkpoint import FINGERPRINT, write_durable
+from rolecall.rundir.checkpoint import FINGERPRINT, write_durable
 from rolecall.types import Episode
 
 
@@ -24,7 +24,7 @@ def _clean(v):
     return v
 
 
-def _read_lines(path: Path) -> list[tuple[str, dict]]:
+def read_lines(path: Path) -> list[tuple[str, dict]]:
     """(line, row) pairs; a torn last line (the process was killed mid-append) is dropped."""
     lines = path.read_text(errors="replace").splitlines()
     last = max((i for i, x in enumerate(lines) if x.strip()), default=-1)
@@ -120,21 +120,21 @@ class RunDir:
     def rows(self) -> list[dict]:
         if not self.metrics.exists():
             return []
-        return [row for _, row in _read_lines(self.metrics)]
+        return [row for _, row in read_lines(self.metrics)]
 
     def check_logs(self) -> list[dict]:
         """Raise `RunLogDamaged` naming the first bad line of any log, before a resume touches
         them; returns the metrics rows (read once here, not again by the caller)."""
         for f in (self.samples, self.val_samples):
             if f.exists():
-                _read_lines(f)
+                read_lines(f)
         return self.rows()
 
     def truncate_after(self, step: int) -> None:
         """Drop what a crashed run logged past its last checkpoint: resume rewrites it."""
         for f in (self.metrics, self.samples, self.val_samples):
             if f.exists():
-                keep = "".join(x + "\n" for x, row in _read_lines(f) if row["step"] <= step)
+                keep = "".join(x + "\n" for x, row in read_lines(f) if row["step"] <= step)
                 write_durable(f, keep.encode())  # a kill while truncating must not lose the kept rows
 
     def write_fingerprint(self, fingerprint: dict) -> None:
@@ -147,7 +147,7 @@ class RunDir:
                 f.write(json.dumps({
                     "step": step, "uid": ep.problem.uid, "problem": ep.problem.prompt, "answer": ep.problem.answer, "sample": ep.sample,
                     "final": ep.final_answer, "reward": ep.reward,
-                    "info": {k: v for k, v in ep.info.items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))},
+                    "info": {k: v for k, v in ep.facts().items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))},
                     "turns": [{"role": t.role, "slot": t.slot, "policy": t.policy, "completion": t.completion_text,
                                "finish": t.finish_reason, "tokens": len(t.completion_ids)} for t in ep.turns],
                 }, default=str) + "\n")

@@ -12,9 +12,9 @@ from collections import defaultdict
 
 import torch
 
-from rolecall.config import AlgoCfg
+from rolecall.schema import AlgoCfg
 from rolecall.loss import kl_to_ref_per_token, pg_per_token
-from rolecall.train.batch import Row
+from rolecall.algo.batch import Row
 
 _CLAMP = 20.0
 

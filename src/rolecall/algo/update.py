@@ -29,16 +29,16 @@ from statistics import fmean
 
 import torch
 
-from rolecall.config import AlgoCfg, OptimCfg
+from rolecall.schema import AlgoCfg, OptimCfg
 from rolecall.distributed.data_parallel import DataParallel
 from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_per_token, token_logprobs_and_entropy
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
-from rolecall.train.batch import Row, collate, micro_batches, share_of_rows
-from rolecall.train.forward import completion_logits
-from rolecall.train.optim import PolicyOptim, build_optimizers  # noqa: F401  (re-exported for callers)
-from rolecall.train.reference import base_logps, padded_rows
-from rolecall.train.role_stats import RoleStats, add_grad_shares, collect, flat_grad, kl_ref_sample
+from rolecall.algo.batch import Row, collate, micro_batches, share_of_rows
+from rolecall.algo.forward import completion_logits
+from rolecall.algo.optim import PolicyOptim, build_optimizers  # noqa: F401  (re-exported for callers)
+from rolecall.algo.reference import base_logps, padded_rows
+from rolecall.algo.role_stats import RoleStats, add_grad_shares, collect, flat_grad, kl_ref_sample
 
 
 def plan_minibatches(rows: list[Row], mini_batch_rows: int | None, mini_batches: int | None,

@@ -108,7 +108,7 @@ def _reward(cfg) -> dict:
 
 def _init(cfg) -> dict:
     """The weights each `init_from` policy starts from (absent when none does)."""
-    from rolecall.policies.init_from import adapter_digest, resolve_adapter
+    from rolecall.rundir.init_from import adapter_digest, resolve_adapter
 
     init = {p: adapter_digest(resolve_adapter(p, path)) for p, path in cfg.policy_init().items()}
     return {"init_from": init} if init else {}

@@ -1,4 +1,4 @@
-"""`rolecall verify`: score one completion with a verifier (registered on the main CLI app)."""
+"""`rolecall verify`: score one completion with a verifier (`verify_app`, added to the root app)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,10 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli import _fail, app
+from rolecall.cli.common import fail
 
 
 verify_app = typer.Typer(no_args_is_help=True, help="Score one completion with a verifier; prints one JSON object.")
-app.add_typer(verify_app, name="verify")
 
 
 def _read_completion(completion: str) -> str:
@@ -20,7 +19,7 @@ def _read_completion(completion: str) -> str:
         return sys.stdin.read()
     p = Path(completion)
     if not p.is_file():
-        _fail(f"--completion {completion!r}: no such file")
+        fail(f"--completion {completion!r}: no such file")
     return p.read_text("utf-8", errors="replace")
 
 
@@ -39,13 +38,14 @@ def verify_math(
                                     "scores 0 (status pathological)."),
 ) -> None:
     """Grade a completion's last \\boxed{} against the gold answer (the trainer's math reward)."""
+    # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.rewards.math import CHECKERS, grade_math
     from rolecall.rewards.math_judge import MathJudge
 
     if checker not in CHECKERS:
-        _fail(f"--checker: unknown {checker!r}; allowed: {', '.join(CHECKERS)}")
+        fail(f"--checker: unknown {checker!r}; allowed: {', '.join(CHECKERS)}")
     if deadline <= 0:
-        _fail(f"--deadline must be > 0, got {deadline}")
+        fail(f"--deadline must be > 0, got {deadline}")
     text = _read_completion(completion)
     judge = MathJudge(deadline) if checker == "math_verify" else None
     try:
@@ -72,21 +72,21 @@ def verify_code(
     from rolecall.types import Problem
 
     if mode not in ("all_pass", "pass_rate"):
-        _fail(f"--mode: unknown {mode!r}; allowed: all_pass, pass_rate")
+        fail(f"--mode: unknown {mode!r}; allowed: all_pass, pass_rate")
     if timeout <= 0 or memory_mb <= 0:
-        _fail("--timeout and --memory-mb must be > 0")
+        fail("--timeout and --memory-mb must be > 0")
     if not tests.is_file():
-        _fail(f"--tests {str(tests)!r}: no such file")
+        fail(f"--tests {str(tests)!r}: no such file")
     try:
         spec = parse_tests(tests.read_text("utf-8"), fn_name=fn_name)
     except (TestSpecError, UnicodeDecodeError) as e:
-        _fail(f"--tests {str(tests)!r}: {e}")
+        fail(f"--tests {str(tests)!r}: {e}")
     text = _read_completion(completion)
     try:
         v = CodeVerifier(mode=mode, timeout_s=timeout, memory_mb=memory_mb, workers=1,
                          allow_unisolated=allow_unisolated)
     except RuntimeError as e:
-        _fail(str(e))
+        fail(str(e))
     try:
         s = v.score_many([text], [Problem(uid="cli", prompt="", answer="", meta={"tests": spec})])[0]
     finally:
@@ -104,6 +104,6 @@ def verify_qa(
     from rolecall.rewards.qa import METRICS, grade_qa
 
     if metric not in METRICS:
-        _fail(f"--metric: unknown {metric!r}; allowed: {', '.join(METRICS)}")
+        fail(f"--metric: unknown {metric!r}; allowed: {', '.join(METRICS)}")
     s = grade_qa(_read_completion(completion), gold, metric=metric)
     _emit({**s.to_json(), "gold": gold})

@@ -40,7 +40,8 @@ def policy_paths(cfg, routing: Routing) -> dict[str, str]:
 def build_bases(cfg, routing: Routing, default_tok, only: str | None = None) -> dict[str, Base]:
     """Every base the run needs (or just the one at path `only`), the run's own first, keyed by
     path; adapters attached, LoRA A seeded from `train.seed` in a fixed order (so a resume
-    rebuilds the same starting point)."""
+    rebuilds the same starting point).
+    A base that serves no adapter stays bare (roles routed to `base`; a trainer that trains no LLM policy)."""
     paths = policy_paths(cfg, routing)
     order = [cfg.model.path] + sorted({p for p in paths.values() if p != cfg.model.path})
     return {path: _load_base(cfg, routing, path, tuple(p for p in routing.adapters if paths[p] == path), default_tok)
@@ -60,8 +61,7 @@ def _load_base(cfg, routing: Routing, path: str, names: tuple[str, ...], default
             raise BaseModelError(f"policies {list(names)} (roles {roles}): model {path!r}: {e}") from None
     model = load_model(path, m.dtype, m.device)
     torch.manual_seed(cfg.train.seed)  # LoRA A init
-    if names or (path == m.path and cfg.metapolicy is None and not routing.adapters):
-        # (no adapter at all is an error attach_adapters names, unless a meta-policy run plays the bare base)
+    if names:  # (a run that needs an adapter and has none is refused by its trainer's config check)
         model = attach_adapters(model, list(names), r=cfg.lora.r, alpha=cfg.lora.alpha,
                                 dropout=cfg.lora.dropout, target_modules=cfg.lora.target_modules,
                                 overrides=cfg.policy_lora())

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rolecall.config import OptimCfg
+from rolecall.schema import OptimCfg
 from rolecall.policies.model import adapter_params
 
 

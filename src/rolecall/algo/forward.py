@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from rolecall.train import shared_prefix
+from rolecall.algo import shared_prefix
 
 
 def completion_logits(model, b: dict[str, torch.Tensor],

@@ -1,4 +1,4 @@
-"""`rolecall grid`: run an experiment matrix and report it (registered on the main CLI app)."""
+"""`rolecall grid`: run an experiment matrix and report it (`grid_app`, added to the root app)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from typer.core import TyperGroup
 
-from rolecall.cli import _as_user_errors, app, console
+from rolecall.cli.common import as_user_errors, console
 
 
 class _GridGroup(TyperGroup):
@@ -33,7 +33,6 @@ _RAY_ADDRESS = re.compile(r"^(local|auto|ray://\S+|[A-Za-z0-9_.-]+:\d+)$")
 grid_app = typer.Typer(cls=_GridGroup, no_args_is_help=True,
                        help="Run an experiment matrix (`rolecall grid GRID.yaml`) and report it "
                             "(`rolecall grid report DIR`).")
-app.add_typer(grid_app, name="grid")
 
 
 @grid_app.command("run")
@@ -57,16 +56,17 @@ def grid_run(
 
     Cells run one after another, or as Ray tasks with --ray; a failed cell is recorded and the grid goes on
     (exit 1 at the end)."""
+    # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.grid import layout
     from rolecall.grid.plan import make_plan, preflight_inputs
     from rolecall.grid.progress import GridProgress
     from rolecall.grid.runner import run_grid
     from rolecall.grid.spec import load_grid
-    from rolecall.train.stop import TrainingStopped
+    from rolecall.rundir.stop import TrainingStopped
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = out or Path("runs") / grid_file.stem
-    with _as_user_errors():
+    with as_user_errors():
         plan = make_plan(load_grid(grid_file, args or []))
         if not dry_run:
             layout.prepare(out, resume)  # refuse a used directory before the inputs are opened
@@ -77,7 +77,7 @@ def grid_run(
         for c in plan.cells:
             sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
     note = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
-    with _as_user_errors():
+    with as_user_errors():
         n_inputs = preflight_inputs(plan, note)
     if dry_run:
         console.print(f"dry run ok: {len(plan.cells)} cells ({counts}), {n_inputs} distinct inputs; "
@@ -96,7 +96,7 @@ def grid_run(
     if ray:
         again += " --ray" + ("" if ray == "local" else f" {ray}")
     try:
-        with _as_user_errors(catch_interrupt=False), view:
+        with as_user_errors(catch_interrupt=False), view:
             results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view)
     except TrainingStopped as e:
         console.print(f"{e}\nContinue the grid with: {again}", highlight=False, soft_wrap=True, markup=False)
@@ -122,7 +122,7 @@ def grid_report(
     """The paper's Table 1, Table 2 and Figs. 2, 3 and 5 over the grid: report.md, report.html and CSV files."""
     from rolecall.grid.render import write_report
 
-    with _as_user_errors():
+    with as_user_errors():
         paths = write_report(grid_dir, out, title)
     for p in paths:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)

@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 
 from rolecall.errors import UserError
+from rolecall.fsio import TMP_PREFIX, fsync_dir, write_durable
+from rolecall.policies.adapter_files import adapter_files, load_adapter, model_of
 
-_TMP = ".tmp-"
 LATEST = "latest"
 MANIFEST = "checkpoint.json"
 STATE = "trainer_state.pt"
@@ -38,70 +39,6 @@ _STEP_DIR = re.compile(r"step_(\d+)")
 
 class CheckpointError(UserError, RuntimeError):
     """A checkpoint could not be written (e.g. the disk is full); the previous one is intact."""
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_durable(path: Path, data: bytes) -> None:
-    """Write `path` so that a crash leaves the old file or the whole new one, never a prefix.
-
-    The caller fsyncs `path.parent` once all its files are in (one directory sync, not one per file).
-    """
-    tmp = path.with_name(f"{_TMP}{path.name}-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-
-
-def _adapter_files(model, name: str) -> dict[str, bytes]:
-    from peft import get_peft_model_state_dict
-    from safetensors.torch import save
-
-    state = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model, adapter_name=name).items()}
-    # What peft's PeftConfig.save_pretrained writes, as bytes we can write durably.
-    config = {k: sorted(v) if isinstance(v, set) else v for k, v in model.peft_config[name].to_dict().items()}
-    return {"adapter_model.safetensors": save(state),
-            "adapter_config.json": json.dumps(config, indent=2, sort_keys=True).encode()}
-
-
-def _model_of(model, name: str):
-    """`model`, or for a run whose policies sit on several bases ({adapter: model}), that adapter's."""
-    return model[name] if isinstance(model, dict) else model
-
-
-def save_adapter(model, name: str, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for fname, data in _adapter_files(model, name).items():
-        write_durable(out / fname, data)
-    _fsync_dir(out)
-
-
-def load_adapter(model, name: str, src: Path) -> None:
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-
-    f = src / "adapter_model.safetensors"
-    if not f.is_file():
-        raise FileNotFoundError(f"checkpoint {str(src)!r} has no adapter for policy {name!r}")
-    result = set_peft_model_state_dict(model, load_file(str(f)), adapter_name=name)
-    unexpected = getattr(result, "unexpected_keys", [])
-    if unexpected:
-        raise ValueError(f"adapter {name!r} in {str(src)!r} does not fit this model: {unexpected[:3]} ...")
 
 
 def _trainer_state(step: int, optims: dict) -> bytes:
@@ -126,10 +63,10 @@ def _write_step(tmp: Path, step: int, model, optims: dict, adapters: tuple[str, 
     written: dict[str, bytes] = {}
     for name in adapters:
         (tmp / name).mkdir()
-        for fname, data in _adapter_files(_model_of(model, name), name).items():
+        for fname, data in adapter_files(model_of(model, name), name).items():
             write_durable(tmp / name / fname, data)
             written[f"{name}/{fname}"] = data
-        _fsync_dir(tmp / name)
+        fsync_dir(tmp / name)
     written[STATE] = _trainer_state(step, optims)
     write_durable(tmp / STATE, written[STATE])
     manifest = {"step": step, "adapters": list(adapters),
@@ -137,15 +74,15 @@ def _write_step(tmp: Path, step: int, model, optims: dict, adapters: tuple[str, 
                 "sha256": {rel: hashlib.sha256(d).hexdigest() for rel, d in written.items()},
                 "fingerprint": fingerprint}
     write_durable(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
 
 
 def _discard(path: Path) -> None:
     """Remove a directory without ever leaving a half-deleted one under a real name."""
     if not path.exists():
         return
-    if not path.name.startswith(_TMP):
-        doomed = path.with_name(f"{_TMP}old-{path.name}-{os.getpid()}")
+    if not path.name.startswith(TMP_PREFIX):
+        doomed = path.with_name(f"{TMP_PREFIX}old-{path.name}-{os.getpid()}")
         os.replace(path, doomed)
         path = doomed
     shutil.rmtree(path, ignore_errors=True)
@@ -155,7 +92,7 @@ def _publish(root: Path, tmp: Path, step: int) -> Path:
     final = root / f"step_{step}"
     _discard(final)  # a re-save of a step a crashed run already wrote (its marker never got there)
     os.replace(tmp, final)
-    _fsync_dir(root)
+    fsync_dir(root)
     return final
 
 
@@ -171,7 +108,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optims: dict, adapters: tup
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     discard_partial(run_dir)
-    tmp = root / f"{_TMP}step_{step}-{os.getpid()}"
+    tmp = root / f"{TMP_PREFIX}step_{step}-{os.getpid()}"
     fp_file = Path(run_dir) / FINGERPRINT
     fingerprint = json.loads(fp_file.read_text()) if fp_file.is_file() else None
     final = None
@@ -179,7 +116,7 @@ def save_checkpoint(run_dir: Path, step: int, model, optims: dict, adapters: tup
         _write_step(tmp, step, model, optims, adapters, fingerprint)
         final = _publish(root, tmp, step)
         write_durable(root / LATEST, f"step_{step}\n".encode())  # the commit point
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException as e:
         # A failed save leaves what was there before: no temp dir, no unmarked step dir.
         shutil.rmtree(tmp, ignore_errors=True)
@@ -218,7 +155,7 @@ def discard_partial(run_dir: Path, newer_than: int | None = None) -> None:
     if not root.is_dir():
         return
     for p in root.iterdir():
-        if p.name.startswith(_TMP):
+        if p.name.startswith(TMP_PREFIX):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         elif newer_than is not None and (_step_of(p) or 0) > newer_than:
             _discard(p)
@@ -372,8 +309,8 @@ def set_aside(run_dir: Path, point: ResumePoint, logs: tuple[Path, ...]) -> Path
         if f.is_file():
             shutil.copy2(f, dest / f.name)
     (dest / "README.txt").write_text("\n".join(lines) + "\n")
-    _fsync_dir(dest)
-    _fsync_dir(root)
+    fsync_dir(dest)
+    fsync_dir(root)
     return dest
 
 
@@ -387,7 +324,7 @@ def load_adapters(ckpt: Path, model, adapters: tuple[str, ...]) -> None:
     """Each policy's adapter from checkpoint `ckpt`; `CheckpointDamaged` names one that cannot be read."""
     for name in adapters:
         try:
-            load_adapter(_model_of(model, name), name, ckpt / name)
+            load_adapter(model_of(model, name), name, ckpt / name)
         except Exception as e:  # noqa: BLE001 - SafetensorError (not an OSError), a missing or foreign adapter
             raise CheckpointDamaged(f"checkpoint {str(ckpt)!r}: the adapter of policy {name!r} cannot be loaded: {e}") from None
 
@@ -409,3 +346,25 @@ def load_checkpoint(ckpt: Path, model, optims: dict, adapters: tuple[str, ...]) 
     if rng.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
     return step
+
+
+class CheckpointMissing(UserError, ValueError):
+    """The run has no (complete) checkpoint of the step asked for."""
+
+
+def checkpoint_of(run_dir: Path, step: int | None) -> Path:
+    """The checkpoint to export, evaluate or generate with: `step_N`, or the newest complete one; verified against its manifest."""
+    root = Path(run_dir) / "checkpoints"
+    if step is None:
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise CheckpointMissing(f"{str(run_dir)!r} has no complete checkpoint to export")
+        return ckpt
+    ckpt = root / f"step_{step}"
+    if not ckpt.is_dir():
+        have = sorted(p.name for p in root.glob("step_*")) if root.is_dir() else []
+        raise CheckpointMissing(f"{str(run_dir)!r} has no checkpoint of step {step}; it has {have}")
+    why = damage(ckpt)
+    if why is not None:
+        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be exported: {why}")
+    return ckpt

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import inspect
 import json
 import random
 import time
@@ -32,17 +33,22 @@ from typing import Callable
 
 import torch
 
-from rolecall.config import Config
+from rolecall.schema import Config
 from rolecall.errors import UserError
 from rolecall.metapolicy import MetaPolicy, collate, fit, read_checkpoint, save_checkpoint, sft_loss, softrank_objective
 from rolecall.metapolicy.decider import MetaDeliberator
-from rolecall.train.checkpoint import FINGERPRINT, write_durable
-from rolecall.train.compat import check_resume, run_fingerprint
-from rolecall.train.loop import Stack, _rollout, build_stack
-from rolecall.train.run_dir import RunDir, _read_lines
-from rolecall.train.stages import score
-from rolecall.train.stop import StopRequest, TrainingStopped
+from rolecall.fsio import write_durable
+from rolecall.rundir.checkpoint import FINGERPRINT
+from rolecall.rundir.fingerprint import check_resume, run_fingerprint
+from rolecall.train.session import Launch, summarize
+from rolecall.train.stack import Stack, build_stack
+from rolecall.train.step import roll_out
+from rolecall.train.trainers import Trainer
+from rolecall.rundir.directory import RunDir, read_lines
+from rolecall.algo.scoring import score
+from rolecall.rundir.stop import StopRequest, TrainingStopped
 from rolecall.types import Episode, Problem
+from rolecall.workflows import WORKFLOWS
 from rolecall.workflows.deliberation import FixedDeliberator, OracleDeliberator, RandomDeliberator, oracle_actions
 from rolecall.metapolicy.state import ACTIONS, CONCEDE, PERSIST, REFINE
 
@@ -111,7 +117,7 @@ class MetaPolicyRun:
                    seed: int) -> list[Episode]:
         wf = self.stack.workflow
         wf.deliberator, wf.counterfactual = deliberator, counterfactual
-        eps = _rollout(self.stack, problems, 1, self.stack.routing.routes, seed=seed)
+        eps = roll_out(self.stack, problems, 1, self.stack.routing.routes, seed=seed)
         score(eps, self.stack.verifier)
         return eps
 
@@ -332,5 +338,41 @@ def _drop_unfinished(run: RunDir, job: MetaPolicyRun) -> None:
         return stage != "eval"
 
     if run.metrics.exists():
-        kept = "".join(x + "\n" for x, row in _read_lines(run.metrics) if keep(row))
+        kept = "".join(x + "\n" for x, row in read_lines(run.metrics) if keep(row))
         write_durable(run.metrics, kept.encode())
+
+
+def run_metapolicy(cfg: Config, run: RunDir, launch: Launch) -> Path:
+    try:
+        train_metapolicy(cfg, run, launch.resume, launch.force, launch.on_event, launch.notify, launch.stop)
+    finally:
+        summarize(run, launch.notify)
+    return run.path
+
+
+def check_metapolicy(cfg: Config, team) -> None:
+    """A meta-policy decides for a workflow that takes a deliberator; the LLM agents stay frozen."""
+    mp, routing = cfg.metapolicy, team.routing
+    if not hasattr(team.workflow, "deliberator"):
+        takers = sorted(name for name, cls in WORKFLOWS.items() if "deliberator" in inspect.signature(cls).parameters)
+        raise ValueError(f"metapolicy: a meta-policy decides for a workflow that takes a deliberator ({takers}), "
+                         f"but workflow.name is {cfg.workflow.name!r}")
+    if cfg.rollout.actors:
+        raise ValueError("rollout.actors: a meta-policy run decides in the trainer's own workflow; "
+                         "Ray rollout actors would play theirs; set rollout.actors=0")
+    if "deliberator" in cfg.workflow.options or "counterfactual" in cfg.workflow.options:
+        raise ValueError("workflow.options.deliberator/counterfactual: set by the meta-policy's training stages "
+                         "when metapolicy is set; remove them")
+    llm = sorted(set(routing.routes.values()) | set(routing.adapters))
+    if mp.name in llm:
+        raise ValueError(f"metapolicy.name: {mp.name!r} is also an LLM policy of the routing ({llm}); "
+                         "a meta-policy plays no LLM role, name it apart")
+    if routing.trainable:
+        raise ValueError(f"routing: the agents stay frozen while the meta-policy trains, but policies "
+                         f"{list(routing.trainable)} are trainable; route the agents to 'base' "
+                         "(or to adapters with trainable: false)")
+
+
+TRAINER = Trainer(name="metapolicy", summary="a deliberation meta-policy (SFT, offline corpus, SoftRankPO); agents frozen",
+                  claims=lambda cfg: cfg.metapolicy is not None, check=check_metapolicy, run=run_metapolicy,
+                  data_parallel=False)

@@ -31,7 +31,7 @@ def rollout_metrics(episodes: list[Episode], signatures: bool = True,
     status_by_role: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for ep in episodes:
         for t in ep.turns:
-            status_by_role[t.role][ep.info.get("status", "unscored")] += 1
+            status_by_role[t.role][ep.status or "unscored"] += 1
     for role, counts in status_by_role.items():
         total = sum(counts.values())
         out.update({f"role/{role}/status_{k}": v / total for k, v in counts.items()})

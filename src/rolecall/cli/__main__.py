@@ -1,0 +1,4 @@
+"""`python -m rolecall.cli` runs the CLI."""
+from rolecall.cli import app
+
+app()

@@ -1,0 +1,120 @@
+"""Commands that read a run directory: eval, export, generate, report, inspect."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rolecall.cli.common import as_user_errors, console, fail
+
+
+def eval_cmd(
+    target: str = typer.Argument(..., help="A run directory (uses its latest checkpoint) or a config YAML."),
+    overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides"),
+    base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
+) -> None:
+    """Validation accuracy of the workflow's final answer, printed as JSON."""
+    # imported here: keeps rolecall --help and config checks from loading torch
+    from rolecall.api import evaluate
+
+    p = Path(target)
+    if p.is_dir() and not (p / "config.yaml").is_file():
+        fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
+    with as_user_errors():  # ConfigError, a damaged or missing checkpoint, a verifier that cannot start
+        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []))
+    sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
+
+
+def json_safe(metrics: dict) -> dict:
+    """NaN and infinities (a rate with nothing to count, e.g. abstention precision with no
+    abstention) as null: `NaN` is not JSON, and jq or a strict parser would reject the output."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()}
+
+
+def export(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write (default <run>/export/step_N)."),
+    step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    merge: bool = typer.Option(False, "--merge", help="Write full models with each adapter merged into the base."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing export."),
+) -> None:
+    """Each policy's trained adapter (or merged model) with tokenizer, chat template and model card."""
+    from rolecall.export import export_run
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    with as_user_errors():
+        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+def generate(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    role: str = typer.Option(..., "--role", help="The role to play, e.g. generator."),
+    prompt: str = typer.Option(..., "--prompt", help="The user message ('-' reads stdin)."),
+    step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Default: the run's budget for the role."),
+) -> None:
+    """One role's reply to a prompt with the run's trained weights, printed to stdout."""
+    from rolecall.api import generate as run_generate
+
+    text = sys.stdin.read() if prompt == "-" else prompt
+    with as_user_errors():
+        reply = run_generate(run_dir, role, text, step=step, temperature=temperature, max_new_tokens=max_new_tokens)
+    sys.stdout.write(reply + "\n")
+
+
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="One or more run directories (overlaid)."),
+    control: Optional[Path] = typer.Option(None, "--control", help="A single-agent RL run drawn as a reference."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default <first run>/report.html)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Page title."),
+) -> None:
+    """Write one self-contained HTML report: accuracy, per-role diagnostics, lengths, alarms."""
+    from rolecall.report import write_report
+
+    target = out or run_dirs[0] / "report.html"
+    with as_user_errors():  # ReportError, an unwritable --out
+        path = write_report(list(run_dirs), target, control=control, title=title)
+    console.print(f"wrote {path}", highlight=False, soft_wrap=True)
+
+
+def inspect(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    role: str = typer.Option(..., "--role", help="The role to read, e.g. aggregator."),
+    steps: Optional[str] = typer.Option(None, "--steps", help="Comma-separated steps (default: first, middle, last)."),
+    problems: int = typer.Option(4, "--problems", help="How many problems to show."),
+    width: int = typer.Option(400, "--chars", help="Characters shown per output."),
+) -> None:
+    """Print one role's outputs on the same problems side by side across training steps."""
+    from rich.console import Console as OutConsole
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rolecall.diagnostics.inspect import load_view, parse_steps
+
+    with as_user_errors():
+        view = load_view(run_dir, role, parse_steps(steps), max_problems=problems)
+    out = OutConsole()
+    out.print(f"role [bold]{escape(role)}[/] in {escape(str(run_dir))} ({view.source}), steps {view.steps}", highlight=False)
+    for (uid, problem, slot), cells in view.rows.items():
+        table = Table(title=f"{escape(problem[:120])}  [dim]({escape(slot)})[/]", show_lines=True, expand=True)
+        for st in view.steps:
+            table.add_column(f"step {st}", overflow="fold")
+        row = []
+        for st in view.steps:
+            c = cells.get(st)
+            if c is None:
+                row.append("[dim]-[/]")
+                continue
+            text = c.text if len(c.text) <= width else c.text[:width] + " …"
+            cut = " [red]truncated[/]" if c.finish == "length" else ""
+            row.append(f"{escape(text)}\n[dim]{c.tokens} tokens, reward {c.reward}[/]{cut}")
+        table.add_row(*row)
+        out.print(table)

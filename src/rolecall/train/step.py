@@ -1,0 +1,147 @@
+"""One RL step, as named stages: problems -> rollout -> score -> credit -> advantages -> update -> metrics.
+
+`play` rolls out and scores (used by training and validation alike); `train_step` is one
+step of the RL trainer; `validate` measures the workflow's final-answer accuracy.
+"""
+from __future__ import annotations
+
+import functools
+import random
+import time
+from statistics import fmean
+
+import torch
+
+from rolecall.algo.batch import rows_for_policy
+from rolecall.algo.credit import advantages, credit
+from rolecall.algo.scoring import score, status_shares
+from rolecall.algo.update import update_policies
+from rolecall.diagnostics.rollout_metrics import rollout_metrics
+from rolecall.policies.routing import BASE_POLICY
+from rolecall.rewards.verifier import as_check
+from rolecall.rollout import rollout
+from rolecall.rundir.guards import nonfinite_counts
+from rolecall.train.stack import Stack
+from rolecall.types import Episode, Problem
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
+    """The epoch's permutation, shuffled once and not once per step (ms per step on large sets)."""
+    order = list(range(n))
+    random.Random(seed * 7919 + epoch).shuffle(order)
+    return tuple(order)
+
+
+def problems_for_step(train_P: list[Problem], n: int, seed: int, step: int) -> list[Problem]:
+    """Step s reads a fixed slice of a seeded per-epoch permutation: resume needs only the step."""
+    out: list[Problem] = []
+    pos = (step - 1) * n
+    while len(out) < n:
+        epoch, offset = divmod(pos, len(train_P))
+        order = _epoch_order(len(train_P), seed, epoch)
+        take = min(n - len(out), len(train_P) - offset)
+        out += [train_P[i] for i in order[offset: offset + take]]
+        pos += take
+    return out
+
+
+def roll_out(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
+             training: bool = False) -> list[Episode]:
+    torch.manual_seed(seed)
+    # Engines outside this process's model (a vLLM engine, Ray actors) get the current
+    # adapters first, as a new version.
+    for outside in (stack.engine, stack.actors):
+        if hasattr(outside, "publish"):
+            outside.publish(stack.models_by_adapter())
+    if stack.actors is not None:  # Ray actors: a share each
+        return stack.actors.rollout(problems, group, routes, stack.cfg.rollout.temperature, seed, training)
+    first = 0
+    if stack.dp is not None:  # this rank's share of the problems, numbered as in the whole step
+        first, end = stack.dp.share(len(problems))
+        problems = problems[first:end]
+    # Data-parallel ranks always seed each request: the shares then play the episodes one process would.
+    seeded = stack.cfg.rollout.request_seeds or stack.dp is not None
+    return rollout(stack.workflow, problems, group, stack.engine, routes, stack.max_new_tokens,
+                   stack.cfg.rollout.temperature, episode_timeout_s=stack.cfg.rollout.episode_timeout_s,
+                   check=as_check(stack.verifier), training=training, seed=seed if seeded else None,
+                   first_group=first)
+
+
+def play(stack: Stack, problems: list[Problem], group: int, routes: dict[str, str], seed: int,
+         training: bool = False) -> tuple[list[Episode], dict[str, float]]:
+    """Roll out and score: the episodes (every one of the step's, in order) and the verdict shares.
+
+    On a data-parallel run each rank scores its own share before the shares are gathered, so
+    every episode is graded once and every rank holds the same rewards."""
+    episodes = roll_out(stack, problems, group, routes, seed, training)
+    statuses = score(episodes, stack.verifier)
+    if stack.dp is not None:
+        episodes = stack.dp.gather(episodes)
+        statuses = status_shares(episodes)
+    return episodes, statuses
+
+
+def validate(stack: Stack, *, base: bool = False) -> dict[str, float]:
+    """Final-answer accuracy of the workflow on the validation split (one sample each)."""
+    return validate_episodes(stack, base=base)[0]
+
+
+def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, float], list[Episode]]:
+    """Validation metrics and the episodes behind them.
+
+    Same sampling seed every time, so two validations differ only by the weights.
+    """
+    routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
+    eps, _ = play(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
+    m = {f"val/{k}": v for k, v in {**rollout_metrics(eps, role_diagnostics=stack.workflow.role_diagnostics),
+                                    **stack.workflow.metrics(eps)}.items()
+         if not k.startswith("role/")}
+    m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
+    return m, eps
+
+
+def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
+    cfg = stack.cfg
+    t0 = time.time()
+    problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, cfg.train.seed, step)
+    episodes, statuses = play(stack, problems, cfg.rollout.group_size, stack.routing.routes,
+                              seed=cfg.train.seed * 1_000_003 + step, training=True)
+    t_roll = time.time()
+    row: dict = {"step": step}
+    row.update(statuses)
+    row.update(credit(episodes, stack.workflow))
+    turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by,
+                                           cfg.algo.estimator_options)
+    row.update(adv_metrics)
+    full = cfg.train.diagnostics == "full"
+    row.update(rollout_metrics(episodes, signatures=full, role_diagnostics=stack.workflow.role_diagnostics))
+    row["rollout/timed_out_frac"] = fmean(ep.timed_out for ep in episodes) if episodes else 0.0
+    # Unscorable and non-finite rewards alike (reward None) leave nothing to learn from.
+    unscorable = sum(ep.reward is None for ep in episodes) / max(1, len(episodes))
+    policy_metrics: dict[str, dict] = {}
+    if unscorable > cfg.reward.max_unscorable_frac:
+        # The verifier failed on too much of the batch: an update would learn from noise.
+        row["skipped/unscorable"] = 1.0
+    else:
+        rng = random.Random(cfg.train.seed * 31 + step)
+        updated = {}
+        dp = stack.dp  # a process group: each rank updates on its share of the rows
+        for base in stack.bases.values():  # each base model trains its own policies' adapters
+            rows_by_policy = {p: rows_for_policy(turns, adv_N, p) for p in base.trainable}
+            if not rows_by_policy:
+                continue
+            updated.update(update_policies(
+                base.model, rows_by_policy, stack.optims, cfg.algo, cfg.optim, pad_id=base.tok.pad_token_id,
+                temperature=cfg.rollout.temperature, rng=rng, mini_batch_rows=cfg.mini_batch_rows(),
+                progress=((step - 1) / cfg.train.steps, step / cfg.train.steps),
+                kl_ref=full and cfg.train.kl_ref, kl_ref_rows=cfg.train.kl_ref_rows, grad_shares=full, dp=dp))
+        for policy, (per_role, pol) in updated.items():
+            policy_metrics[policy] = pol
+            row.update({f"policy/{policy}/{k}": v for k, v in pol.items()})
+            for role, m in per_role.items():
+                row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
+    row.update(nonfinite_counts(episodes, policy_metrics))
+    row["time/rollout_s"] = t_roll - t0
+    row["time/step_s"] = time.time() - t0
+    return row, episodes

@@ -1,0 +1,234 @@
+"""The source tree's shape, checked from the code's own imports (an AST over src/, function-local
+imports included, `if TYPE_CHECKING:` blocks excluded): no module or package cycle, layers that
+only import downward, no private name imported across modules, generic modules that name no
+shipped workflow, role or meta-policy, and modules and functions of a readable size.
+docs/architecture.md explains the layers."""
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
+
+# Lowest first; a module may import its own layer and the layers below it, never above.
+LAYERS = [
+    {"errors", "types", "paths", "fsio", "parsing"},                                   # plain data and files
+    {"schema", "tasks", "data", "retrieval", "rewards", "advantages", "loss", "workflows", "metapolicy",
+     "policies", "engines", "diagnostics", "rollout"},                                  # the pieces
+    {"compose", "distributed", "basemodel"},                                            # putting pieces together
+    {"algo", "rundir"},                                                                 # the update, the run directory
+    {"train"},                                                                          # trainers
+    {"", "__main__", "config", "api", "export", "cli", "grid", "report", "environment", "shipped", "chatter"},
+]
+# Modules that work for any workflow: they may not name one, nor a role, nor the meta-policy.
+GENERIC = ("algo", "rundir", "diagnostics", "advantages", "loss", "engines", "compose", "rollout", "distributed",
+           "train.loop", "train.step", "train.stack", "train.session", "train.resume", "train.launch",
+           "train.trainers")
+# The sandbox's runner scripts run as standalone files inside the jail (`python -I -S runner.py`) and
+# import their siblings by bare name; they are not rolecall modules.
+STANDALONE = re.compile(r"^rolecall\.rewards\.code\.(runner|runner_\w+|jail)$")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text("utf-8"), str(path)) for name, path in MODULES.items()}
+
+
+def _imports(tree: ast.AST):
+    """Every import statement, at any depth, except those under `if TYPE_CHECKING:`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _imports(node)
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _edges() -> dict[str, set[tuple[str, str]]]:
+    """module -> {(imported module, name imported from it or '')}."""
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for mod, tree in TREES.items():
+        is_pkg = MODULES[mod].name == "__init__.py"
+        for node in _imports(tree):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, "") for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    pkg = (mod if is_pkg else mod.rpartition(".")[0]).split(".")
+                    base = ".".join(pkg[:len(pkg) - node.level + 1] + ([base] if base else []))
+                targets = [(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, a.name) for a in node.names]
+            for target, name in targets:
+                if not target.startswith("rolecall"):
+                    continue
+                resolved = _resolve(target)
+                if resolved and resolved != mod:
+                    out[mod].add((resolved, "" if resolved == target and target.endswith(name) else name))
+    return out
+
+
+EDGES = _edges()
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _package(mod: str) -> str:
+    return mod.split(".")[1] if "." in mod else ""
+
+
+def test_no_module_cycles():
+    graph = {m: {t for t, _ in ts} for m, ts in EDGES.items()}
+    assert _cycles(graph) == []
+
+
+def test_no_package_cycles():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for mod, targets in EDGES.items():
+        for target, _ in targets:
+            if _package(mod) != _package(target):
+                graph[_package(mod)].add(_package(target))
+    assert _cycles(graph) == []
+
+
+def _layer(mod: str) -> int:
+    package = _package(mod)
+    hits = [i for i, layer in enumerate(LAYERS) if package in layer]
+    assert hits, f"{mod}: its package {package!r} is in no layer of tests/test_architecture.py"
+    return hits[0]
+
+
+def test_layers_import_only_downward():
+    upward = sorted(f"{m} -> {t}" for m, ts in EDGES.items() for t, _ in ts if _layer(t) > _layer(m))
+    assert upward == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    private = sorted(f"{m} imports {name} from {t}" for m, ts in EDGES.items() for t, name in ts
+                     if name.startswith("_") and not name.startswith("__"))
+    assert private == []
+
+
+def _shipped_names() -> tuple[set[str], set[str]]:
+    from rolecall.workflows import WORKFLOWS, build_workflow, workflow_prompts
+
+    roles: set[str] = set()
+    for name in WORKFLOWS:
+        roles |= set(build_workflow(name, workflow_prompts(name, None), {}).roles)
+    return set(WORKFLOWS), roles
+
+
+def _generic(mod: str) -> bool:
+    rest = mod.removeprefix("rolecall.")
+    return any(rest == g or rest.startswith(g + ".") for g in GENERIC)
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def test_generic_modules_name_no_workflow_role_or_meta_policy():
+    """A string that is exactly a shipped workflow's or role's name (`== "deliberation"`,
+    `routes["aggregator"]`), or any name or string about the meta-policy, is a special case a
+    generic module must not make. (Words such as `verifier` or `worker` in prose are fine.)"""
+    workflows, roles = _shipped_names()
+    names = (workflows | roles) - {"verifier"}  # also rolecall's own word for what scores an answer
+    found = []
+    for mod, tree in TREES.items():
+        if not _generic(mod):
+            continue
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                text, special = node.value, node.value in names
+            elif isinstance(node, (ast.Name, ast.Attribute, ast.arg, ast.FunctionDef, ast.ClassDef)):
+                text, special = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "arg", None) \
+                    or getattr(node, "name", ""), False
+            else:
+                continue
+            if special or re.search(r"meta.?polic|deliberat", text, re.I):
+                found.append(f"{mod}:{node.lineno}: {text[:60]!r}")
+    assert found == []
+
+
+def test_modules_and_functions_have_a_readable_size():
+    long_modules = [f"{m}: {n} lines" for m, p in MODULES.items()
+                    if (n := len(p.read_text("utf-8").splitlines())) > MAX_MODULE_LINES]
+    long_functions = [f"{m}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+                      for m, tree in TREES.items() for node in ast.walk(tree)
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long_modules + long_functions == []
+
+
+def test_the_sandbox_scripts_import_no_rolecall_module():
+    # They run without rolecall on the path; an import of it would fail inside the jail.
+    for mod in (m for m in MODULES if STANDALONE.match(m)):
+        assert not EDGES.get(mod), f"{mod} imports {EDGES[mod]}"
+
+
+@pytest.mark.parametrize("rule", ["module cycle", "layer", "private"])
+def test_the_checks_can_fail(rule):
+    """Each rule catches a planted violation (the checks above are not vacuous)."""
+    if rule == "module cycle":
+        assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    elif rule == "layer":
+        assert _layer("rolecall.types") < _layer("rolecall.train.loop")
+    else:
+        edges = {"rolecall.x": {("rolecall.y", "_hidden")}}
+        assert [n for _, ts in edges.items() for _, n in ts if n.startswith("_") and not n.startswith("__")] == ["_hidden"]
