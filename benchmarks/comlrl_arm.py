@@ -337,3 +337,18 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def problems_file(directory: Path, n: int, chars: int) -> Path:
+    """`long_problems` as a JSONL dataset file (prompt, solution) that every arm reads."""
+    path = directory / "problems.jsonl"
+    with path.open("w") as f:
+        for row in long_problems(n, chars):
+            f.write(json.dumps({"prompt": row["prompt"], "solution": row["answer"]}) + "\n")
+    return path
+
+
+def dataset_overrides(model_dir: Path, data: Path) -> list[str]:
+    """rolecall's overrides for training on that file with every turn at its full budget."""
+    return [f"model.path={model_dir}", "task.name=dataset", f"data.path={data}", "data.test_rows=1",
+            "rollout.ignore_eos=true", "lora.r=16", "lora.alpha=32"]

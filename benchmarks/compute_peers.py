@@ -39,6 +39,8 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.comlrl_arm import dataset_overrides, problems_file  # noqa: E402  (after the path fix above)
+
 PROMPT_TOKENS, COMPLETION_TOKENS, GROUP = 800, 256, 8
 
 
@@ -68,27 +70,12 @@ def problem_chars(model_dir: Path) -> int:
     return PROMPT_TOKENS - len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def _dataset(directory: Path, n: int, chars: int) -> Path:
-    from benchmarks.comlrl_arm import long_problems
-
-    path = directory / "problems.jsonl"
-    with path.open("w") as f:
-        for row in long_problems(n, chars):
-            f.write(json.dumps({"prompt": row["prompt"], "solution": row["answer"]}) + "\n")
-    return path
-
-
-def _data_overrides(model_dir: Path, data: Path) -> list[str]:
-    return [f"model.path={model_dir}", "task.name=dataset", f"data.path={data}", "data.test_rows=1",
-            "rollout.ignore_eos=true", f"lora.r=16", "lora.alpha=32"]
-
-
 def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, prompts: int = 2) -> dict:
     from benchmarks.comlrl_arm import long_problems
     from benchmarks.trl_compare import rolecall_run, trl_run
 
     problems = [(r["prompt"], r["answer"]) for r in long_problems(64, chars)]
-    extra = (*_data_overrides(model_dir, data), "reward.name=benchmarks.compute_peers:digit_share_reward")
+    extra = (*dataset_overrides(model_dir, data), "reward.name=benchmarks.compute_peers:digit_share_reward")
     arms: dict[str, list[dict]] = {"trl": [], "rolecall": []}
     for r in range(rounds):
         for arm in (("trl", "rolecall") if r % 2 == 0 else ("rolecall", "trl")):
@@ -120,7 +107,7 @@ def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: in
                 out = run_arm(python, steps=steps, threads=2, seed=r, model=model_dir, problem_chars=chars,
                               max_new_tokens=COMPLETION_TOKENS, fixed_length=True)
             else:
-                out = rolecall_run(steps, GROUP, COMPLETION_TOKENS, seed=r, extra=tuple(_data_overrides(model_dir, data)),
+                out = rolecall_run(steps, GROUP, COMPLETION_TOKENS, seed=r, extra=tuple(dataset_overrides(model_dir, data)),
                                    verifier=DigitShare())
             arms[arm].append(_brief(out))
     ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
@@ -139,7 +126,7 @@ def peers(model_dir: Path, rounds: int = 2, steps: int = 3) -> dict:
     t0 = time.time()
     chars = problem_chars(model_dir)
     with tempfile.TemporaryDirectory(prefix="rc-peers-") as tmp:
-        data = _dataset(Path(tmp), 64, chars)
+        data = problems_file(Path(tmp), 64, chars)
         out = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS, "rounds": rounds,
                "timed_steps_per_run": steps - 1,
                "trl": trl_ratio(model_dir, data, chars, rounds, steps),
@@ -152,7 +139,7 @@ def peers(model_dir: Path, rounds: int = 2, steps: int = 3) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from benchmarks.compute import Shape, make_model
+    from benchmarks.compute_model import Shape, make_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)

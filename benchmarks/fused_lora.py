@@ -31,7 +31,8 @@ from statistics import median
 import torch
 
 import rolecall.policies.lora_router as router_module
-from benchmarks.compute import Shape, make_model, positive_int, stack_update, update_setup
+from benchmarks.compute import positive_int, stack_update, update_setup
+from benchmarks.compute_model import Shape, make_model
 
 HERE = Path(__file__).resolve().parent
 FUSED = router_module.fusable

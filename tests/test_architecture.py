@@ -17,18 +17,19 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
 # Lowest first; a module may import its own layer and the layers below it, never above.
 LAYERS = [
-    {"errors", "types", "paths", "fsio", "parsing"},                                   # plain data and files
-    {"schema", "tasks", "data", "retrieval", "rewards", "advantages", "loss", "workflows", "metapolicy",
+    {"errors", "types", "paths", "fsio", "parsing", "registry"},                       # plain data, files, lookup
+    {"schema", "tasks", "retrieval", "rewards", "advantages", "loss", "workflows", "metapolicy",
      "policies", "engines", "diagnostics", "rollout"},                                  # the pieces
     {"compose", "distributed", "basemodel"},                                            # putting pieces together
     {"algo", "rundir"},                                                                 # the update, the run directory
     {"train"},                                                                          # trainers
-    {"", "__main__", "config", "api", "export", "cli", "grid", "report", "environment", "shipped", "chatter"},
+    {"", "__main__", "config", "api", "export", "cli", "grid", "report", "machine", "shipped_configs", "library_logs",
+     "testing"},
 ]
 # Modules that work for any workflow: they may not name one, nor a role, nor the meta-policy.
 GENERIC = ("algo", "rundir", "diagnostics", "advantages", "loss", "engines", "compose", "rollout", "distributed",
            "train.loop", "train.step", "train.stack", "train.session", "train.resume", "train.launch",
-           "train.trainers")
+           "train.trainers$", "train.trainers.rl")  # `$`: that module only (its package holds the meta-policy's)
 # The sandbox's runner scripts run as standalone files inside the jail (`python -I -S runner.py`) and
 # import their siblings by bare name; they are not rolecall modules.
 STANDALONE = re.compile(r"^rolecall\.rewards\.code\.(runner|runner_\w+|jail)$")
@@ -169,7 +170,7 @@ def _shipped_names() -> tuple[set[str], set[str]]:
 
 def _generic(mod: str) -> bool:
     rest = mod.removeprefix("rolecall.")
-    return any(rest == g or rest.startswith(g + ".") for g in GENERIC)
+    return any(rest == g.rstrip("$") or (not g.endswith("$") and rest.startswith(g + ".")) for g in GENERIC)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -232,3 +233,59 @@ def test_the_checks_can_fail(rule):
     else:
         edges = {"rolecall.x": {("rolecall.y", "_hidden")}}
         assert [n for _, ts in edges.items() for _, n in ts if n.startswith("_") and not n.startswith("__")] == ["_hidden"]
+
+
+def _benchmark_edges() -> dict[str, set[tuple[str, str]]]:
+    """benchmarks/*.py -> {(benchmark module or rolecall module, name imported)}."""
+    root = SRC.parent / "benchmarks"
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for path in sorted(root.glob("*.py")):
+        for node in _imports(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    target = f"{node.module}.{a.name}" if node.module == "benchmarks" else node.module
+                    out[path.stem].add((target, a.name))
+            elif isinstance(node, ast.Import):
+                out[path.stem] |= {(a.name, "") for a in node.names}
+    return out
+
+
+def test_benchmarks_are_clients():
+    """Benchmarks use rolecall's public API or its documented measurement surface, import no
+    `_private` name, and do not import each other in a cycle."""
+    edges = _benchmark_edges()
+    private = sorted(f"benchmarks/{m}.py imports {name} from {t}" for m, ts in edges.items() for t, name in ts
+                     if (t.startswith(("rolecall", "benchmarks")) and name.startswith("_") and not name.startswith("__"))
+                     or any(part.startswith("_") and part != "__future__" for part in t.split(".")))
+    graph = {m: {t.split(".")[1] for t, _ in ts if t.startswith("benchmarks.")} for m, ts in edges.items()}
+    assert private == [] and _cycles(graph) == []
+
+
+def test_heavy_engines_stay_out_of_workflows_rewards_estimators_and_loss():
+    heavy = ("transformers", "peft", "vllm", "ray", "torch.distributed")
+    light = ("workflows", "rewards", "advantages", "loss", "tasks")
+    found = sorted(f"{m} imports {a.name if isinstance(n, ast.Import) else n.module}"
+                   for m, tree in TREES.items() if _package(m) in light
+                   for n in _imports(tree)
+                   for a in (n.names if isinstance(n, ast.Import) else [n])
+                   if ((a.name if isinstance(n, ast.Import) else n.module) or "").split(".")[0] in heavy[:4]
+                   or ((a.name if isinstance(n, ast.Import) else n.module) or "").startswith(heavy[4]))
+    assert found == []
+
+
+def test_function_local_imports_below_the_entry_points_say_why():
+    """Below the entry points (CLI, API, export, grid) an import sits at the top of its module,
+    unless a comment on its line says what import time it saves."""
+    entry = LAYERS[-1]
+    found = []
+    for mod, tree in TREES.items():
+        if _package(mod) in entry:
+            continue
+        lines = MODULES[mod].read_text("utf-8").splitlines()
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in _imports(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rolecall") \
+                            and "#" not in lines[node.lineno - 1]:
+                        found.append(f"{mod}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert found == []

@@ -11,7 +11,7 @@ import torch
 
 from rolecall.config import load_config
 from rolecall.engines.base import GenRequest
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rewards.verifier import MathVerifier
 from rolecall.rollout import rollout
 from rolecall.train.stack import build_stack

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import warnings
 
-from rolecall.chatter import library_output_to
+from rolecall.library_logs import library_output_to
 
 
 def _train(tiny_model_dir, out, *extra):

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rolecall.engines.base import GenOutput
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.algo.batch import rows_for_policy
 from rolecall.algo.credit import advantages, credit

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rolecall.data import DatasetError, LoadReport, RowIssue, load_dataset, read_rows, split_indices
+from rolecall.tasks.files import DatasetError, LoadReport, RowIssue, load_dataset, read_rows, split_indices
 from rolecall.rewards.code import CodeTests
 
 pa = pytest.importorskip("pyarrow")
@@ -553,7 +553,7 @@ def test_test_rows_not_below_rows_kept_is_an_error_naming_both(tmp_path):
 
 
 def test_describe_split_names_the_paper_splits():
-    from rolecall.data import describe_split
+    from rolecall.tasks.files import describe_split
     assert describe_split(0.1, 42) == "test_fraction 0.1: 10 % of rows held out with seed 42, the paper's math split"
     assert describe_split(0.1, 42, 1000) == ("test_rows 1000: the first 1000 rows of a seed-42 shuffle held out, "
                                              "the paper's code split")

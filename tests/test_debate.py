@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rolecall.config import RewardCfg, load_config
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.policies.routing import build_routing
 from rolecall.rewards.verifier import build_verifier
 from rolecall.rollout import rollout

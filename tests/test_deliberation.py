@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from rolecall.config import load_config
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.metapolicy import MetaPolicy, make_optimizer, read_checkpoint, save_checkpoint
 from rolecall.metapolicy.state import CONCEDE, PERSIST, REFINE, AgentState
 from rolecall.rollout import rollout

@@ -7,7 +7,7 @@ import pytest
 from rolecall.diagnostics.trajectory import (
     verdict_form, has_code_fence, has_hedge, jaccard, mixed_group_frac, parallel_jaccard, percentile,
     role_signatures, trigrams)
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.diagnostics.rollout_metrics import rollout_metrics
 from rolecall.types import Episode, Problem, Turn

@@ -33,7 +33,7 @@ def _routed(model_dir):
 
 
 def _scripted(model_dir):
-    from rolecall.engines.scripted import ScriptedEngine
+    from rolecall.testing import ScriptedEngine
 
     return ScriptedEngine(lambda req: f"{req.policy}:{req.messages[-1]['content'][:4]}")
 

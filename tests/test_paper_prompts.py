@@ -7,7 +7,7 @@ from string import Template
 
 import pytest
 
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
 from rolecall.workflows import PROMPT_SETS, build_workflow, load_prompts

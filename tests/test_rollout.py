@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from rolecall.engines.base import GenOutput
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
 from rolecall.workflows import Workflow, build_workflow, load_prompts, user

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.retrieval import BM25Retriever, CorpusError, Passage, load_corpus, tokenize, write_corpus
 from rolecall.rewards.verifier import QAVerifier
 from rolecall.rollout import rollout
@@ -313,7 +313,7 @@ HOTPOT_DATASETS = {"id": "h2", "question": "In which land was Zorvan born?", "an
 
 
 def test_hotpotqa_rows_in_both_layouts_carry_their_passages(tmp_path):
-    from rolecall.data import load_dataset
+    from rolecall.tasks.files import load_dataset
 
     path = tmp_path / "hotpot.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (HOTPOT_ORIGINAL, HOTPOT_DATASETS)) + "\n")
@@ -327,7 +327,7 @@ def test_hotpotqa_rows_in_both_layouts_carry_their_passages(tmp_path):
 
 
 def test_a_bad_context_is_a_bad_row(tmp_path):
-    from rolecall.data import load_dataset
+    from rolecall.tasks.files import load_dataset
 
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in (HOTPOT_DATASETS, {**HOTPOT_ORIGINAL, "context": [["Zorvan"]]})))

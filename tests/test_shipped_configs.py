@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from rolecall.cli import app
 from rolecall.config import ConfigError, load_config
-from rolecall.shipped import CONFIG_ROOT, copy_configs, find_shipped, shipped_configs
+from rolecall.shipped_configs import CONFIG_ROOT, copy_configs, find_shipped, shipped_configs
 
 ROOT = Path(__file__).parent.parent
 
@@ -77,7 +77,7 @@ def test_a_fresh_venv_with_only_the_wheel_lists_the_configs(wheel, tmp_path):
     py = venv / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
                    capture_output=True)
-    code = ("import rolecall, rolecall.shipped as s; names = s.shipped_configs(); "
+    code = ("import rolecall, rolecall.shipped_configs as s; names = s.shipped_configs(); "
             "print(rolecall.__file__); print(len(names)); print(s.find_shipped('configs/examples/voting.yaml'))")
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -53,7 +53,7 @@ def test_a_problem_drawn_twice_in_one_step_is_two_groups():
     """At an epoch boundary a step can draw one problem twice: two groups of G, not one of 2G.
     Draw 0 rewards [1, 0], draw 1 rewards [1, 1]: draw 1 has no spread, so advantage 0 there;
     merged into one group of 4 it would have got (1 - 0.75) / std > 0."""
-    from rolecall.engines.scripted import ScriptedEngine
+    from rolecall.testing import ScriptedEngine
     from rolecall.rollout import rollout
     from rolecall.workflows import build_workflow, load_prompts
 

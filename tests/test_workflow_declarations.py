@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rolecall.advantages import ESTIMATORS
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
 from workflow_helpers import MATH_WORKFLOWS, PROBLEM, prompts_for, roles, run, score_strict

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
 from rolecall.workflows import (WORKFLOWS, Workflow, WorkflowError, build_workflow, load_prompts,

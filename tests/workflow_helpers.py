@@ -1,7 +1,7 @@
 """Helpers shared by the workflow tests: run a shipped workflow on a ScriptedEngine."""
 from __future__ import annotations
 
-from rolecall.engines.scripted import ScriptedEngine
+from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.types import Problem
 from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts, workflow_prompts

@@ -64,7 +64,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
 
 def read_config_tree(path: str | Path) -> dict:
     """The mapping a config file (or a shipped config's name, `examples/voting`) holds."""
-    from rolecall.shipped import existing_or_shipped
+    from rolecall.shipped_configs import existing_or_shipped
 
     p = existing_or_shipped(path, "config", ConfigError)
     tree = _parse_yaml(p.read_text("utf-8"), f"config file {str(p)!r}") or {}

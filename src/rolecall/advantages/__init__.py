@@ -1,4 +1,8 @@
-"""Registry of advantage estimators, looked up by the name used in configs."""
+"""Registry of advantage estimators, looked up by the name used in configs.
+
+An estimator is one file in this folder defining a class with a `name` and
+`compute(rewards, groups)` (`base.Estimator`); it is found there (`rolecall.registry.discover`).
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -11,9 +15,10 @@ from rolecall.advantages.grpo import GRPO
 from rolecall.advantages.rloo import RLOO
 from rolecall.advantages.softrank import SoftRank
 from rolecall.advantages.turnwise import TurnWise
+from rolecall.registry import defined, discover
 
-ESTIMATORS: dict[str, Estimator] = {est.name: est for est in (GRPO(), AgentWise(), TurnWise(), DrGRPO(), RLOO(),
-                                                               SoftRank())}
+ESTIMATORS: dict[str, Estimator] = {cls.name: cls() for cls in discover(__name__, defined(object))
+                                    if callable(getattr(cls, "compute", None))}
 _FIXED = ("name", "default_group_by")  # what an estimator is, not how it is tuned
 
 

@@ -18,12 +18,16 @@ from typing import Callable
 
 import torch
 
+from rolecall.basemodel.search_oracle import SearchOracleEngine, follow, parse_question
 from rolecall.basemodel.tokenizer import build_tokenizer
 from rolecall.basemodel.transcripts import OracleEngine, OracleRates
 from rolecall.basemodel.wordings import role_function_examples
+from rolecall.policies.model import resolve_model_dir
 from rolecall.rollout import rollout
 from rolecall.tasks.arithmetic import ArithmeticTask
-from rolecall.workflows import build_workflow, load_prompts
+from rolecall.tasks.multihop import MultiHopTask, invent_names
+from rolecall.types import Problem
+from rolecall.workflows import build_workflow, load_prompts, workflow_prompts
 
 # Eval-Opt's verdicts and Orch-Workers' strategy lists and copied picks are rarer, harder
 # formats than a boxed answer. With equal transcript shares and sums-only facts the model
@@ -70,8 +74,6 @@ def _built_model(path: Path, tok):
     (token ids would mean other characters)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rolecall.policies.model import resolve_model_dir
-
     path = resolve_model_dir(str(path), what="init_from", hint=" (build one with `rolecall make-base --out DIR`)")
     if AutoTokenizer.from_pretrained(path).get_vocab() != tok.get_vocab():
         raise ValueError(f"init_from {path}: its tokenizer is not make-base's, so its token ids mean other characters")
@@ -116,7 +118,6 @@ def transcripts(tok, task: ArithmeticTask, episodes_per_workflow: int, rates: Or
 def _small_world(rng: random.Random, people: int = 6):
     """A freshly drawn multi-hop world (names no other world shares): the model has to read
     names off the page, because it cannot have memorised them."""
-    from rolecall.tasks.multihop import MultiHopTask
 
     return MultiHopTask(people=people, towns=max(2, people // 2), lands=max(2, people // 4), firms=max(2, people // 3),
                         n_val=1, seed=rng.getrandbits(32))
@@ -126,9 +127,6 @@ def search_transcripts(render, episodes: int, rates: OracleRates, seed: int,
                        unseen_errors: float = 0.0) -> list[tuple[str, str]]:
     """Oracle-played search_answer turns (searcher and generator, no augmented turns), each
     episode on a world of its own whose passages the question carries as its `context`."""
-    from rolecall.basemodel.search_oracle import SearchOracleEngine
-    from rolecall.types import Problem
-    from rolecall.workflows import workflow_prompts
 
     rng = random.Random(seed)
     problems = []
@@ -154,7 +152,6 @@ def name_fact_text(rng: random.Random, shift: bool = False) -> tuple[str, str, s
     model trained on such facts found the name there by its position alone: it copied the name
     right every time at the start of a prompt, 9 times in 40 after 1 to 30 filler characters and
     5 % of the time after unrelated passages."""
-    from rolecall.basemodel.search_oracle import follow, parse_question
 
     world = _small_world(rng)
     texts = {p.id: p.text for p in world.passages}
@@ -192,7 +189,6 @@ def copy_drill(rng: random.Random, tok, lines: int = 4) -> tuple[list[int], list
     character model learns to copy letters from these in a sudden drop of the loss (an
     induction head forming); with loss on every character, the unpredictable first writing
     swamped the signal and the copy did not form in 500 steps."""
-    from rolecall.tasks.multihop import invent_names
 
     ids: list[int] = []
     mask: list[int] = []

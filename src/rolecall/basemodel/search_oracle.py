@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from rolecall.engines.base import GenOutput
 
 # question -> (named entity, relation of its passage that leads to the bridge, relation of the bridge's)
 _QUESTIONS = (
@@ -109,8 +110,6 @@ class SearchOracleEngine:
         self.examples: list[tuple[str, str]] = []  # (rendered prompt, completion)
 
     def generate(self, requests, *, temperature: float):
-        from rolecall.engines.base import GenOutput
-
         outs = []
         for r in requests:
             text, prompt = r.messages[-1]["content"], self.render(r.messages)

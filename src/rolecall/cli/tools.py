@@ -75,7 +75,7 @@ def make_base_cmd(
 
 def env(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """What this machine gives rolecall: torch, CUDA devices, vLLM, Ray, sinks, the sandbox's isolation."""
-    from rolecall.environment import facts
+    from rolecall.machine import facts
 
     found = facts()
     if as_json:
@@ -97,7 +97,7 @@ def configs(
     """List the configs installed with rolecall, or copy them to edit.
 
     Any command that takes a config also takes a shipped one by name: `rolecall train examples/voting`."""
-    from rolecall.shipped import copy_configs, describe, shipped_configs
+    from rolecall.shipped_configs import copy_configs, describe, shipped_configs
 
     if copy is None:
         if names:

@@ -105,7 +105,7 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
                   verbose: bool = False) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from rolecall.chatter import library_output_to
+    from rolecall.library_logs import library_output_to
     from rolecall.api import train_run
     from rolecall.rundir.stop import TrainingStopped
 

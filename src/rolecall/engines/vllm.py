@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rolecall.engines.base import GenOutput, GenRequest
 from rolecall.errors import UserError
+from rolecall.policies.adapter_files import save_adapter
 from rolecall.policies.routing import BASE_POLICY
 
 
@@ -61,8 +62,6 @@ class VLLMEngine:
         """Save every adapter as `<adapter_dir>/<policy>/v<version>` under the next version and
         point its requests there."""
         from vllm.lora.request import LoRARequest
-
-        from rolecall.policies.adapter_files import save_adapter
 
         version = self.version + 1
         for name, model in models_by_adapter.items():

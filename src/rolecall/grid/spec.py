@@ -180,7 +180,7 @@ def config_sections() -> set[str]:
 
 def load_grid(path: str | Path, cli_args: list[str] = ()) -> Grid:
     """Read a grid file; `cli_args` are `var=value` (a var of the grid) or `dotted.key=value` (every cell)."""
-    from rolecall.shipped import existing_or_shipped
+    from rolecall.shipped_configs import existing_or_shipped
 
     path = existing_or_shipped(path, "grid", GridError)  # `grids/cpu` works without the repository
     try:

@@ -20,10 +20,6 @@ from rolecall.rewards.worker import CRASHED, OVERRAN, RAISED, LineWorker
 from rolecall.types import Episode, Problem
 
 
-def is_custom(name: str) -> bool:
-    return ":" in name
-
-
 def module_source(name: str) -> str | None:
     """The file `package.module:function` is defined in, if it can be found without running it."""
     module = name.partition(":")[0]

@@ -18,6 +18,8 @@ import json
 import os
 import sys
 import traceback
+from rolecall.rewards.base import Score
+from rolecall.types import Episode, Problem, Turn
 
 
 def load(target: str):
@@ -51,7 +53,6 @@ def wants_episode(fn) -> bool:
 
 def episode_of(problem, view: dict):
     """The episode the parent sent, as rolecall's own `Episode` (texts only, no token ids)."""
-    from rolecall.types import Episode, Turn
 
     turns = [Turn(role=t["role"], slot=t["slot"], policy=t["policy"], prompt_text=t["prompt"],
                   completion_text=t["completion"], index=t["index"], finish_reason=t["finish_reason"])
@@ -61,9 +62,6 @@ def episode_of(problem, view: dict):
 
 
 def answer(fn, req: dict) -> dict:
-    from rolecall.rewards.base import Score
-    from rolecall.types import Problem
-
     p = req["problem"]
     problem = Problem(p["uid"], p["prompt"], p["answer"], p.get("meta") or {})
     if "episode" in req:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rolecall.rewards.base import Score
+from rolecall.rewards.code import CodeSandbox, SandboxLimits, extract_code
+from rolecall.rewards.custom import CustomVerifier
 from rolecall.rewards.math import grade_math
 from rolecall.rewards.math_judge import MathJudge
 from rolecall.rewards.qa import gold_answers, grade_qa
@@ -65,8 +67,6 @@ class CodeVerifier:
 
     def __init__(self, *, mode: str = "all_pass", format_penalty: float = 0.0, timeout_s: float = 6.0,
                  memory_mb: int = 1024, workers: int = 2, allow_unisolated: bool = False) -> None:
-        from rolecall.rewards.code import CodeSandbox, SandboxLimits
-
         if mode not in ("all_pass", "pass_rate"):
             raise ValueError(f"code mode: unknown {mode!r}; allowed: all_pass, pass_rate")
         self.mode, self.format_penalty = mode, format_penalty
@@ -74,8 +74,6 @@ class CodeVerifier:
                                    max_workers=workers, allow_unisolated_network=allow_unisolated)
 
     def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
-        from rolecall.rewards.code import extract_code
-
         out: list[Score | None] = [None] * len(completions)
         jobs, where = [], []
         for i, (c, p) in enumerate(zip(completions, problems, strict=True)):
@@ -109,8 +107,6 @@ def build_verifier(cfg) -> Verifier:
                             memory_mb=cfg.code_memory_mb, workers=cfg.code_workers,
                             allow_unisolated=cfg.allow_unisolated_code)
     if ":" in cfg.name:
-        from rolecall.rewards.custom import CustomVerifier
-
         return CustomVerifier(cfg.name, getattr(cfg, "custom_deadline_s", 10.0))
     raise ValueError(f"reward.name: unknown {cfg.name!r}; allowed: math, code, qa or package.module:function")
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from rolecall.errors import UserError
 from rolecall.policies.model import resolve_model_dir
+from rolecall.rewards.custom import module_source
+from rolecall.rundir.init_from import adapter_digest, resolve_adapter
 from rolecall.workflows import workflow_prompts
 
 # Compared in this order; the first is what a user most likely changed by mistake.
@@ -99,7 +101,6 @@ def _reward(cfg) -> dict:
     out = {k: getattr(r, k) for k in ("name", "format_penalty", "math_checker", "math_deadline_s",
                                        "code_mode", "code_timeout_s", "code_memory_mb", "qa_metric")}
     if ":" in r.name:  # a user's function: its source file's contents decide the reward too
-        from rolecall.rewards.custom import module_source
 
         source = module_source(r.name)
         out["source"] = _sha(Path(source).read_bytes()) if source and Path(source).is_file() else None
@@ -108,7 +109,6 @@ def _reward(cfg) -> dict:
 
 def _init(cfg) -> dict:
     """The weights each `init_from` policy starts from (absent when none does)."""
-    from rolecall.rundir.init_from import adapter_digest, resolve_adapter
 
     init = {p: adapter_digest(resolve_adapter(p, path)) for p, path in cfg.policy_init().items()}
     return {"init_from": init} if init else {}

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from rolecall.errors import UserError
+from rolecall.rundir.checkpoint import latest_checkpoint
 
 
 class InitFromError(UserError, ValueError):
@@ -22,7 +23,6 @@ class InitFromError(UserError, ValueError):
 
 def resolve_adapter(policy: str, path: str | Path) -> Path:
     """The adapter directory `init_from` names (InitFromError naming the policy if none)."""
-    from rolecall.rundir.checkpoint import latest_checkpoint
 
     p = Path(path).expanduser()
     if (p / "adapter_config.json").is_file():

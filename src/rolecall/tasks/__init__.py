@@ -6,9 +6,8 @@ selects it. Discovery imports the modules once, on the first lookup.
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 
+from rolecall.registry import declared, discover
 from rolecall.tasks.arithmetic import ArithmeticTask
 from rolecall.tasks.multihop import MultiHopTask
 from rolecall.tasks.source import TaskSource
@@ -18,13 +17,7 @@ __all__ = ["ArithmeticTask", "MultiHopTask", "TaskSource", "get_task", "task_nam
 
 @functools.cache
 def _registry() -> dict[str, TaskSource]:
-    found: dict[str, TaskSource] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        source = getattr(module, "TASK", None)
-        if isinstance(source, TaskSource):
-            found[source.name] = source
-    return found
+    return {source.name: source for source in discover(__name__, declared("TASK", TaskSource))}
 
 
 def task_names() -> list[str]:

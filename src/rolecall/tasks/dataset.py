@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from rolecall.tasks.files import describe_split, load_dataset, split_indices
 from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
 
@@ -17,7 +18,6 @@ def load_dataset_problems(data, count_tokens: Callable[[str], int] | None = None
     set (the paper's code split: 1000, seed 42), else `data.test_fraction` of the rows (the
     paper's math split: 10 %, seed 42). The load report's summary and the split used go to `log`.
     """
-    from rolecall.data import describe_split, load_dataset, split_indices
 
     test_rows = data.test_rows  # DataCfg has checked that some validation source exists
     kw = dict(fmt=data.format, source_split=data.source_split, on_bad_row=data.on_bad_row)

@@ -23,7 +23,6 @@ from rolecall.train.resume import open_run_dir, restore
 from rolecall.train.session import Deadline, Launch, Ranks, RunLog
 from rolecall.train.stack import Stack, build_stack
 from rolecall.train.step import train_step, validate_episodes
-from rolecall.train.trainers import Trainer
 
 
 class VerifierFailure(UserError, RuntimeError):
@@ -147,12 +146,3 @@ def stopped(launch: Launch, run: RunDir, saved_at: int) -> TrainingStopped:
     return TrainingStopped(f"stopped by {signal.Signals(signum).name} after step {saved_at}: {ckpt}. "
                            f"Continue with: {resume_command(run.path)}", signum, saved_at,
                            run.path / "checkpoints" / f"step_{saved_at}" if saved_at else None)
-
-
-def check_rl(cfg: Config, team) -> None:
-    if not team.routing.adapters:
-        raise ValueError("routing: at least one role must be routed to a trainable adapter")
-
-
-TRAINER = Trainer(name="rl", summary="RL on the LLM policies' LoRA adapters (the default trainer)",
-                  claims=lambda cfg: True, check=check_rl, run=run_rl, default=True)

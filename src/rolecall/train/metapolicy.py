@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import inspect
 import json
 import random
 import time
@@ -43,12 +42,10 @@ from rolecall.rundir.fingerprint import check_resume, run_fingerprint
 from rolecall.train.session import Launch, summarize
 from rolecall.train.stack import Stack, build_stack
 from rolecall.train.step import roll_out
-from rolecall.train.trainers import Trainer
 from rolecall.rundir.directory import RunDir, read_lines
 from rolecall.algo.scoring import score
 from rolecall.rundir.stop import StopRequest, TrainingStopped
 from rolecall.types import Episode, Problem
-from rolecall.workflows import WORKFLOWS
 from rolecall.workflows.deliberation import FixedDeliberator, OracleDeliberator, RandomDeliberator, oracle_actions
 from rolecall.metapolicy.state import ACTIONS, CONCEDE, PERSIST, REFINE
 
@@ -348,31 +345,3 @@ def run_metapolicy(cfg: Config, run: RunDir, launch: Launch) -> Path:
     finally:
         summarize(run, launch.notify)
     return run.path
-
-
-def check_metapolicy(cfg: Config, team) -> None:
-    """A meta-policy decides for a workflow that takes a deliberator; the LLM agents stay frozen."""
-    mp, routing = cfg.metapolicy, team.routing
-    if not hasattr(team.workflow, "deliberator"):
-        takers = sorted(name for name, cls in WORKFLOWS.items() if "deliberator" in inspect.signature(cls).parameters)
-        raise ValueError(f"metapolicy: a meta-policy decides for a workflow that takes a deliberator ({takers}), "
-                         f"but workflow.name is {cfg.workflow.name!r}")
-    if cfg.rollout.actors:
-        raise ValueError("rollout.actors: a meta-policy run decides in the trainer's own workflow; "
-                         "Ray rollout actors would play theirs; set rollout.actors=0")
-    if "deliberator" in cfg.workflow.options or "counterfactual" in cfg.workflow.options:
-        raise ValueError("workflow.options.deliberator/counterfactual: set by the meta-policy's training stages "
-                         "when metapolicy is set; remove them")
-    llm = sorted(set(routing.routes.values()) | set(routing.adapters))
-    if mp.name in llm:
-        raise ValueError(f"metapolicy.name: {mp.name!r} is also an LLM policy of the routing ({llm}); "
-                         "a meta-policy plays no LLM role, name it apart")
-    if routing.trainable:
-        raise ValueError(f"routing: the agents stay frozen while the meta-policy trains, but policies "
-                         f"{list(routing.trainable)} are trainable; route the agents to 'base' "
-                         "(or to adapters with trainable: false)")
-
-
-TRAINER = Trainer(name="metapolicy", summary="a deliberation meta-policy (SFT, offline corpus, SoftRankPO); agents frozen",
-                  claims=lambda cfg: cfg.metapolicy is not None, check=check_metapolicy, run=run_metapolicy,
-                  data_parallel=False)

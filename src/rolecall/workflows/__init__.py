@@ -1,4 +1,9 @@
-"""Workflows: async programs that route one problem through roles. Registry and loading."""
+"""Workflows: async programs that route one problem through roles. Registry and loading.
+
+A shipped workflow is one file in this folder defining a `Workflow` subclass with a `name`;
+it is found there (`rolecall.registry.discover`). A user's workflow needs no file here at all:
+`workflow.name=package.module:Class`.
+"""
 from __future__ import annotations
 
 import importlib
@@ -10,18 +15,11 @@ from typing import Any
 
 import yaml
 
+from rolecall.diagnostics.trajectory import ROLE_DIAGNOSTICS
+from rolecall.registry import defined, discover
 from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
-from rolecall.workflows.chain import Chain
-from rolecall.workflows.debate import Debate
-from rolecall.workflows.deliberation import Deliberation
-from rolecall.workflows.eval_opt import EvalOpt
-from rolecall.workflows.orch_workers import OrchWorkers
-from rolecall.workflows.search_answer import SearchAnswer
-from rolecall.workflows.single import Single
-from rolecall.workflows.voting import Voting
 
-WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in (Single, EvalOpt, Voting, OrchWorkers, Chain, Debate, SearchAnswer,
-                                                  Deliberation)}
+WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in discover(__name__, defined(Workflow))}
 PROMPT_SETS = ("math", "code", "paper_math", "paper_code", "search", "deliberation")
 
 __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user", "load_prompts", "workflow_prompts",
@@ -107,7 +105,6 @@ def build_workflow(name: str, prompts: dict[str, str], options: dict[str, Any]) 
 
 def check_role_diagnostics(wf: Workflow) -> None:
     """Every extra diagnostic a workflow asks for exists (ValueError naming it otherwise)."""
-    from rolecall.diagnostics.trajectory import ROLE_DIAGNOSTICS
 
     for role, names in wf.role_diagnostics.items():
         unknown = sorted(set(names) - set(ROLE_DIAGNOSTICS))

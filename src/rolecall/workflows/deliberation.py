@@ -150,7 +150,6 @@ class Deliberation(Workflow):
         if not isinstance(counterfactual, bool):
             raise ValueError(f"workflow.options.counterfactual: must be true or false, got {counterfactual!r}")
         self.counterfactual = counterfactual
-        self.deliberator_name = deliberator
         self.deliberator: Deliberator = self._deliberator(deliberator, seed)
         super().__init__(prompts)
 

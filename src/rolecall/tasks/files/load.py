@@ -14,8 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from rolecall.data.formats import FORMATS, RowIssue, convert_rows, prompt_checker
-from rolecall.data.readers import DatasetError, read_rows
+from rolecall.tasks.files.formats import FORMATS, RowIssue, convert_rows, prompt_checker
+from rolecall.tasks.files.readers import DatasetError, read_rows
 from rolecall.types import Problem
 
 Format = Literal["dapo_math", "gsm8k", "deepcoder", "qa"]
