@@ -108,7 +108,7 @@ def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypat
 
     monkeypatch.setattr(sandbox_module, "CodeSandbox", NoSandbox)
     monkeypatch.setattr("rolecall.rewards.code.CodeSandbox", NoSandbox, raising=False)
-    monkeypatch.setattr("rolecall.rewards.verifier.CodeSandbox", NoSandbox)
+    monkeypatch.setattr("rolecall.rewards.verifiers.code.CodeSandbox", NoSandbox)
     res = CliRunner().invoke(app, args, input="")
     assert res.exit_code == 2, (res.output, res.exception)
     assert isinstance(res.exception, SystemExit), repr(res.exception)

@@ -1,9 +1,9 @@
-"""How rolecall finds its tasks, workflows, estimators and trainers: by looking into a package.
+"""How rolecall finds its tasks, verifiers, workflows, estimators and trainers: in a package.
 
-Each kind lives in its own package (`tasks/`, `workflows/`, `advantages/`, `train/`), one file
-per entry, and declares itself in that file. `discover` imports every module of the package
-once and collects what the predicate picks, so adding one is adding one file: no table,
-no dispatch chain elsewhere.
+Each kind lives in its own package (`tasks/`, `rewards/verifiers/`, `workflows/`,
+`advantages/`, `train/trainers/`), one file per entry, and declares itself in that file.
+`discover` imports every module of the package once and collects what the predicate picks,
+so adding one is adding one file: no table, no dispatch chain elsewhere.
 """
 from __future__ import annotations
 

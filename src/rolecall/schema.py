@@ -14,6 +14,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, 
                       field_validator, model_validator)
 
 from rolecall.engines.base import DEFAULT_MAX_BATCH
+from rolecall.rewards.verifier import verifier_names
 from rolecall.tasks import get_task
 
 
@@ -213,12 +214,13 @@ class RewardCfg(_Strict):
     @field_validator("name")
     @classmethod
     def _known_or_import_path(cls, v: str) -> str:
-        if v in ("math", "code", "qa"):
+        if v in verifier_names():
             return v
         module, sep, attr = v.partition(":")
         ident = r"[A-Za-z_][A-Za-z0-9_]*"
         if not (sep and re.fullmatch(rf"{ident}(\.{ident})*", module) and re.fullmatch(rf"{ident}(\.{ident})*", attr)):
-            raise ValueError(f"unknown {v!r}; allowed: math, code, qa, or your own function as package.module:function")
+            raise ValueError(f"unknown {v!r}; allowed: {', '.join(verifier_names())}, or your own function as "
+                             "package.module:function")
         return v
 
 

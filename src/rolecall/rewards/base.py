@@ -1,8 +1,11 @@
 """What every verifier returns: a score, or an honest 'cannot score' (never a fake 0)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from rolecall.types import Problem
 
 # Statuses a verifier may report. `unscorable` means the *verifier* failed (crash, its own
 # deadline, a bad gold answer): the sample is excluded from group statistics, never scored 0.
@@ -30,3 +33,23 @@ class Score:
     def to_json(self) -> dict[str, Any]:
         """The stable shape `rolecall verify ...` prints: score, status, extracted, then details."""
         return {"score": self.value, "status": self.status, "extracted": self.extracted, **self.info}
+
+
+class Verifier(Protocol):
+    """What the trainer sees of a verifier: scores in batches, and `close()` for its processes."""
+
+    name: str
+
+    def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class VerifierSpec:
+    """A built-in verifier, declared by its module (`VERIFIER = VerifierSpec(...)`) in
+    `rolecall.rewards.verifiers`: `reward.name=<name>` selects it, `build(reward_cfg)` makes it."""
+
+    name: str
+    summary: str
+    build: Callable[[Any], Verifier]

@@ -1,1 +1,3 @@
-"""The training loop and its stages: rollout, score, advantage, update, log, checkpoint."""
+"""Trainers: `launch.train` hands a run to the trainer its config picks (`trainers/`). The RL
+trainer is `stack` (what a run holds), `step` (one RL step), `loop` (the steps, validation,
+checkpoints, stop) with `resume` and `session`; the meta-policy trainer is `metapolicy`."""

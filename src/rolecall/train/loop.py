@@ -38,6 +38,7 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
     stack = build_stack(cfg)
     share = cpu_share_or_none(cfg.train.threads)  # train.threads 0: a fair share of the machine's cores
     log = RunLog(run, ranks, launch.on_event, t_start)
+    deadline = Deadline(cfg.train.max_minutes, ranks, t_start)
     try:
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
@@ -46,8 +47,7 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
         log.open(cfg, stack.routing, start, launch.resume)
         if val_due(cfg, start) and not validated:
             validation(stack, log, share, start)  # also the one a stop on a signal skipped
-        saved_at, requested = run_steps(stack, log, share, ranks, launch, start, Deadline(cfg.train.max_minutes,
-                                                                                         ranks, t_start))
+        saved_at, requested = run_steps(stack, log, share, ranks, launch, start, deadline)
         if requested and saved_at < cfg.train.steps:
             raise stopped(launch, run, saved_at)
     finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes

@@ -1,0 +1,27 @@
+"""`reward.name=qa`: normalised exact match or best token F1 against the gold answers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rolecall.rewards.base import Score, VerifierSpec
+from rolecall.rewards.qa import gold_answers, grade_qa
+from rolecall.types import Problem
+
+
+@dataclass
+class QAVerifier:
+    metric: str = "em"
+    format_penalty: float = 0.0
+    name: str = "qa"
+
+    def score_many(self, completions: list[str], problems: list[Problem]) -> list[Score]:
+        return [grade_qa(c, gold_answers(p.meta, p.answer), metric=self.metric,
+                         missing_answer_penalty=self.format_penalty)
+                for c, p in zip(completions, problems, strict=True)]
+
+    def close(self) -> None:
+        pass
+
+
+VERIFIER = VerifierSpec("qa", "exact match or token F1 against the gold answers",
+                        lambda cfg: QAVerifier(cfg.qa_metric, cfg.format_penalty))
