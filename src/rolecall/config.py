@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from rolecall.compose.checks import check_config
 from rolecall.train.trainers import trainer_for
-from rolecall.errors import UserError
+from rolecall.errors import UserError, one_line
 from rolecall.schema import (AlarmsCfg, AlgoCfg, Config, DataCfg, LoraCfg, MetaPolicyCfg, ModelCfg, OptimCfg,
                              PolicyCfg, PolicyLoraCfg, PolicyOptimCfg, RewardCfg, RolloutCfg, TaskCfg, TrainCfg,
                              WorkflowCfg, dump_config)
@@ -45,14 +45,7 @@ def _parse_yaml(text: str, where: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{where}: not valid YAML data (plain values, lists and mappings only): {_one_line(e)}") from None
-
-
-def _one_line(e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    if getattr(e, "problem", None) and mark is not None:  # a MarkedYAMLError: say what and where, briefly
-        return f"{e.problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return re.sub(r"\s+", " ", str(e)).strip()
+        raise ConfigError(f"{where}: not valid YAML data (plain values, lists and mappings only): {one_line(e)}") from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:

@@ -13,6 +13,7 @@ import yaml
 
 from rolecall.advantages import ESTIMATORS, get_estimator
 from rolecall.compose.team import Team, build_team
+from rolecall.errors import one_line
 from rolecall.tasks import get_task
 from rolecall.workflows import PROMPT_SETS
 
@@ -29,7 +30,7 @@ def check_config(cfg: "Config") -> Team:
     try:
         team = build_team(cfg)
     except (OSError, yaml.YAMLError) as e:  # an unreadable prompt file is the user's to fix
-        raise ValueError(f"workflow.prompts: cannot read prompt file {cfg.workflow.prompts!r}: {_one_line(e)}; "
+        raise ValueError(f"workflow.prompts: cannot read prompt file {cfg.workflow.prompts!r}: {one_line(e)}; "
                          f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
     wf, routing = team.workflow, team.routing
     unused = sorted(set(cfg.policies or {}) - set(routing.routes.values()))
@@ -55,10 +56,3 @@ def _check_task(cfg: "Config") -> None:
     if want is not None and cfg.reward.name != want and not custom:
         what = f"{cfg.data.format!r} rows are" if task.formats else f"the {task.name} task is"
         raise ValueError(f"reward.name: {what} graded by {want!r}, got {cfg.reward.name!r}")
-
-
-def _one_line(e: Exception) -> str:
-    mark = getattr(e, "problem_mark", None)
-    if getattr(e, "problem", None) and mark is not None:  # a MarkedYAMLError: say what and where, briefly
-        return f"{e.problem} (line {mark.line + 1}, column {mark.column + 1})"
-    return " ".join(str(e).split())

@@ -51,5 +51,4 @@ class VerifierSpec:
     `rolecall.rewards.verifiers`: `reward.name=<name>` selects it, `build(reward_cfg)` makes it."""
 
     name: str
-    summary: str
     build: Callable[[Any], Verifier]

@@ -65,5 +65,5 @@ def _identity(cfg) -> dict:
 
 
 # Exact match only: math-verify would call an echoed question (`12+34`) equivalent to its sum.
-TASK = TaskSource("arithmetic", "procedural 1-3 digit + and - (built-in)", _problems, _identity,
+TASK = TaskSource("arithmetic", _problems, _identity,
                   reward="math", math_checker="strict")

@@ -59,5 +59,5 @@ def _identity(cfg) -> dict:
 
 
 # Which verifier reads which layout's gold answers.
-TASK = TaskSource("dataset", "rows of a local file (the `data` section)", _problems, _identity,
+TASK = TaskSource("dataset", _problems, _identity,
                   formats={"dapo_math": "math", "gsm8k": "math", "deepcoder": "code", "qa": "qa"}, reads_data=True)

@@ -145,5 +145,4 @@ def _identity(cfg) -> dict:
     return {"path": "built-in", "task": f"multihop people={t.people} n_val={t.n_val} seed={t.seed}"}
 
 
-TASK = TaskSource("multihop", "2-hop questions over a corpus of invented entities (built-in)", _problems, _identity,
-                  reward="qa")
+TASK = TaskSource("multihop", _problems, _identity, reward="qa")

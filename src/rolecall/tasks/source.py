@@ -28,7 +28,6 @@ class TaskSource:
     """
 
     name: str
-    summary: str
     problems: Callable[[Any, Callable[[str], int] | None, Callable[[str], None]], Split]
     identity: Callable[[Any], dict]
     reward: str | None = None

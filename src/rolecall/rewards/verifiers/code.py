@@ -43,7 +43,6 @@ class CodeVerifier:
             close()
 
 
-VERIFIER = VerifierSpec("code", "the last fenced code block against the hidden tests, sandboxed",
-                        lambda cfg: CodeVerifier(mode=cfg.code_mode, format_penalty=cfg.format_penalty,
-                                                 timeout_s=cfg.code_timeout_s, memory_mb=cfg.code_memory_mb,
-                                                 workers=cfg.code_workers, allow_unisolated=cfg.allow_unisolated_code))
+VERIFIER = VerifierSpec("code", lambda cfg: CodeVerifier(
+    mode=cfg.code_mode, format_penalty=cfg.format_penalty, timeout_s=cfg.code_timeout_s, memory_mb=cfg.code_memory_mb,
+    workers=cfg.code_workers, allow_unisolated=cfg.allow_unisolated_code))

@@ -29,5 +29,4 @@ class MathVerifier:
             self._judge.close()
 
 
-VERIFIER = VerifierSpec("math", "the last \\boxed{} against the gold answer",
-                        lambda cfg: MathVerifier(cfg.format_penalty, cfg.math_checker, cfg.math_deadline_s))
+VERIFIER = VerifierSpec("math", lambda cfg: MathVerifier(cfg.format_penalty, cfg.math_checker, cfg.math_deadline_s))

@@ -23,5 +23,4 @@ class QAVerifier:
         pass
 
 
-VERIFIER = VerifierSpec("qa", "exact match or token F1 against the gold answers",
-                        lambda cfg: QAVerifier(cfg.qa_metric, cfg.format_penalty))
+VERIFIER = VerifierSpec("qa", lambda cfg: QAVerifier(cfg.qa_metric, cfg.format_penalty))

@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # annotations only
 @dataclass(frozen=True)
 class Trainer:
     name: str
-    summary: str
     claims: Callable[["Config"], bool]  # this trainer runs the config
     check: Callable[["Config", "Team"], None]  # ValueError naming the field at fault
     run: Callable[["Config", "RunDir", Any], Path]  # (cfg, run directory, rolecall.train.session.Launch)

@@ -39,6 +39,5 @@ def check_metapolicy(cfg, team) -> None:
                          "(or to adapters with trainable: false)")
 
 
-TRAINER = Trainer(name="metapolicy", summary="a deliberation meta-policy (SFT, offline corpus, SoftRankPO); agents frozen",
-                  claims=lambda cfg: cfg.metapolicy is not None, check=check_metapolicy, run=run_metapolicy,
-                  data_parallel=False)
+TRAINER = Trainer(name="metapolicy", claims=lambda cfg: cfg.metapolicy is not None, check=check_metapolicy,
+                  run=run_metapolicy, data_parallel=False)

@@ -17,5 +17,4 @@ def run_rl(cfg, run, launch) -> Path:
     return loop(cfg, run, launch)
 
 
-TRAINER = Trainer(name="rl", summary="RL on the LLM policies' LoRA adapters (the default trainer)",
-                  claims=lambda cfg: True, check=check_rl, run=run_rl, default=True)
+TRAINER = Trainer(name="rl", claims=lambda cfg: True, check=check_rl, run=run_rl, default=True)
