@@ -108,3 +108,48 @@ def test_huge_inputs_return_quickly():
     assert not answers_match("1" * 1_000_000, "1" * 999_999 + "2")
     assert not answers_match("{" * 100_000, "\\text{" + "{" * 100_000)
     assert time.perf_counter() - start < 0.5
+
+
+# reward.answer_from: a documented fallback for completions without any box, never a silent guess.
+
+@pytest.mark.parametrize("text,answer_from,expected", [
+    ("so 5-3 = 2.", "boxed_or_last_number", ("2", "last_number")),
+    ("x = -3", "boxed_or_last_number", ("-3", "last_number")),
+    ("(1+2)-3", "boxed_or_last_number", ("3", "last_number")),     # a minus after `)` is an operator
+    ("total 1,234 apples, ratio 3/4", "boxed_or_last_number", ("3/4", "last_number")),
+    ("<think>\\boxed{7}</think>I think 7.", "boxed_or_last_number", ("7", "last_number")),
+    ("work\n**Answer:** 42\n\n", "boxed_or_last_line", ("42", "last_line")),
+    ("The final answer is Paris", "boxed_or_last_line", ("Paris", "last_line")),
+    ("7 then \\boxed{8}", "boxed_or_last_number", ("8", "boxed")),          # a box always wins
+    ("7 then \\boxed{8", "boxed_or_last_number", (None, "none")),           # a begun box: no fallback
+    ("7 then \\boxed{}", "boxed_or_last_line", (None, "none")),             # an empty box too
+    ("no digits", "boxed_or_last_number", (None, "none")),
+    ("the answer is 42", "boxed", (None, "none")),
+])
+def test_final_answer_falls_back_only_without_a_box(text, answer_from, expected):
+    from rolecall.parsing import final_answer
+
+    found = final_answer(text, answer_from)
+    assert (found.text, found.source) == expected
+
+
+def test_math_grades_the_fallback_and_records_which_answer_it_graded():
+    s = grade_math("the answer is 1,234", "1234", answer_from="boxed_or_last_number")
+    assert (s.value, s.status, s.extracted, s.info) == (1.0, "ok", "1,234", {"extracted_from": "last_number"})
+    s = grade_math("\\boxed{41} though 42", "42", answer_from="boxed_or_last_number")
+    assert (s.status, s.info["extracted_from"]) == ("wrong", "boxed")
+    s = grade_math("no idea", "42", missing_box_penalty=0.5, answer_from="boxed_or_last_line", checker="strict")
+    assert (s.value, s.status, s.info["extracted_from"]) == (0.0, "wrong", "last_line")  # an answer: no penalty
+    s = grade_math("the answer is 42", "42")  # the default: boxed only, and nothing recorded
+    assert (s.status, s.info) == ("no_answer", {})
+    with pytest.raises(ValueError, match="answer_from: unknown 'last'"):
+        grade_math("42", "42", answer_from="last")
+
+
+def test_answer_from_is_refused_where_the_verifier_would_ignore_it():
+    from rolecall.config import ConfigError, load_config
+
+    cfg = load_config(None, ["reward.answer_from=boxed_or_last_number"])
+    assert cfg.reward.answer_from == "boxed_or_last_number"
+    with pytest.raises(ConfigError, match="reward.answer_from: 'boxed_or_last_line' is read only by math, reasoning_gym"):
+        load_config(None, ["task.name=multihop", "reward.name=qa", "reward.answer_from=boxed_or_last_line"])

@@ -1,9 +1,25 @@
-"""Text parsing shared by workflows and verifiers: boxed answers and think blocks."""
+"""Text parsing shared by workflows and verifiers: boxed answers, think blocks, and the final
+answer a verifier grades (`final_answer`, which reads `reward.answer_from`)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _THINK_CLOSE = "</think>"
+_BOX_KEY = "\\boxed{"
+# The final answer sits at the end; scanning only the tail (and only the last few box
+# openings) keeps degenerate repetition loops from making `last_boxed` quadratic.
+TAIL_CHARS = 20_000
+_MAX_BOX_CANDIDATES = 8
+
+# `reward.answer_from`: where a verifier takes the answer from. The fallbacks apply only to a
+# completion with no `\boxed{` at all (after any think block).
+ANSWER_FROM = ("boxed", "boxed_or_last_number", "boxed_or_last_line")
+# A plain number: integer or decimal, optional minus, thousands separators, or a/b. Not part of
+# a word or of a longer number (`x2`, the `3` of `1.3`); a minus right after a digit, a letter
+# or `)` (`5-3`, `(1+2)-3`) is an operator, not a sign.
+_LAST_NUMBER = re.compile(r"(?<![\w.])(?:(?<![\d)])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?!\d)")
+_ANSWER_PREFIX = re.compile(r"^(?:the\s+)?(?:final\s+)?answer\b\s*(?:is\b)?\s*[:=]?\s*", re.IGNORECASE)
 
 
 def strip_think(text: str) -> str:
@@ -28,6 +44,59 @@ def last_boxed(text: str) -> str | None:
             return text[start + len(key): i - 1].strip()
         start = text.rfind(key, 0, start)
     return None
+
+
+def answer_region(text: str) -> str:
+    """Tail of `text` starting at one of its last few box openings (the whole tail if fewer)."""
+    text = text[-TAIL_CHARS:]
+    start = len(text)
+    for _ in range(_MAX_BOX_CANDIDATES):
+        found = text.rfind(_BOX_KEY, 0, start)
+        if found < 0:
+            return text
+        start = found
+    return text[start:]
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The answer a verifier grades and where it came from: `source` is "boxed" (the last
+    `\\boxed{}`), "last_number" or "last_line" (the fallbacks), or "none" (`text` is None)."""
+
+    text: str | None
+    source: str
+
+
+def final_answer(completion: str, answer_from: str = "boxed") -> FinalAnswer:
+    """The final answer of `completion` after any think block, as `reward.answer_from` says.
+
+    `boxed`: the content of the last closed `\\boxed{}` (tail only, see `answer_region`); an
+    empty box is no answer. `boxed_or_last_number` / `boxed_or_last_line`: the same, and when
+    the text holds no `\\boxed{` at all (not even an unclosed or empty one), the last plain
+    number (`-12`, `3.5`, `1,234`, `3/4`; no LaTeX) or the last non-empty line (stripped, `**`
+    bold and an `Answer:` / `Final answer:` prefix removed) of the text's tail.
+    """
+    if answer_from not in ANSWER_FROM:
+        raise ValueError(f"answer_from: unknown {answer_from!r}; allowed: {list(ANSWER_FROM)}")
+    text = strip_think(completion)
+    boxed = last_boxed(answer_region(text))
+    if boxed:
+        return FinalAnswer(boxed, "boxed")
+    if answer_from == "boxed" or _BOX_KEY in text:
+        return FinalAnswer(None, "none")
+    tail = text[-TAIL_CHARS:]
+    if answer_from == "boxed_or_last_number":
+        last = None
+        for last in _LAST_NUMBER.finditer(tail):
+            pass
+        return FinalAnswer(last.group(0), "last_number") if last else FinalAnswer(None, "none")
+    lines = [line for line in tail.splitlines() if line.strip()]
+    line = _unbold(_ANSWER_PREFIX.sub("", _unbold(lines[-1]))) if lines else ""
+    return FinalAnswer(line, "last_line") if line else FinalAnswer(None, "none")
+
+
+def _unbold(text: str) -> str:
+    return text.strip().strip("*").strip()
 
 
 _VERDICT = re.compile(r"\\boxed\{\s*(correct|incorrect)\s*\}", re.IGNORECASE)

@@ -67,7 +67,9 @@ class PolicyCfg(_Strict):
 
 
 class ModelCfg(_Strict):
-    path: str = Field("embedded", description="`embedded` (the shipped tiny model) or a local HF checkpoint directory.")
+    path: str = Field("embedded", description="`embedded` (the shipped tiny model), a named real model (`smollm2-135m`, "
+                                              "after `rolecall get-model smollm2-135m`), a `.gguf` file (converted once, "
+                                              "cached by content) or a local HF checkpoint directory.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "float32", description="Weights dtype; auto = bfloat16 on a GPU that supports it, else float32.")
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="auto | cpu | cuda | cuda:N.")
@@ -103,12 +105,32 @@ class DataCfg(_Strict):
 class TaskCfg(_Strict):
     name: str = Field(
         "arithmetic", description="A task of rolecall.tasks: arithmetic or multihop (built-in, procedural; multihop: 2-hop questions over a corpus "
-                                  "of invented entities, for search_answer, graded by qa) or dataset (the `data` section).")
+                                  "of invented entities, for search_answer, graded by qa), reasoning_gym (a reasoning-gym "
+                                  "dataset, task.gym), humaneval (the 164 HumanEval problems, graded by code) or dataset "
+                                  "(the `data` section).")
     digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
     ops: str = Field("+-", description="Operators to draw from: '+', '-' or both.")
-    n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split).")
-    seed: int = Field(1234, description="Seed of the train/validation split.")
+    n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split; humaneval: at most 82, half of 164).")
+    seed: int = Field(1234, description="Seed of the train/validation split (reasoning_gym: the validation problems' "
+                                        "seed; the training seed is derived from it).")
     people: PositiveInt = Field(240, ge=2, description="multihop: invented people in the corpus (3 questions each).")
+    gym: str | None = Field(None, description="reasoning_gym: the reasoning-gym dataset to draw problems from, e.g. "
+                                              "basic_arithmetic, chain_sum, leg_counting (all of them: python -c \"import "
+                                              "reasoning_gym; print(sorted(reasoning_gym.factory.DATASETS))\").")
+    gym_options: dict[str, Any] = Field(
+        default_factory=dict, description="reasoning_gym: the dataset's own options, the fields of its config class "
+                                          "(e.g. {min_terms: 2, max_terms: 2} for basic_arithmetic); checked by "
+                                          "reasoning-gym at config load. seed and size are rolecall's (task.seed, "
+                                          "task.n_val, task.gym_train_size).")
+    gym_train_size: PositiveInt = Field(5000, description="reasoning_gym: training problems generated (before dropping any "
+                                                          "whose question is also a validation question).")
+
+    @model_validator(mode="after")
+    def _gym_only_for_reasoning_gym(self) -> "TaskCfg":
+        if self.name != "reasoning_gym" and (self.gym is not None or self.gym_options):
+            raise ValueError(f"task.gym / task.gym_options are set but task.name is {self.name!r}; "
+                             "set task.name=reasoning_gym to draw problems from reasoning-gym")
+        return self
 
 
 class WorkflowCfg(_Strict):
@@ -197,11 +219,19 @@ class RewardCfg(_Strict):
                                             "as package.module:function (docs/verifiers.md).")
     custom_deadline_s: PositiveFloat = Field(10.0, description="Deadline of one call of a custom reward function; "
                                                                "a call that overruns it makes that sample unscorable.")
-    format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa) or no fenced code block (code).")
+    format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa, reasoning_gym; "
+                                                         "with an answer_from fallback: nor a fallback answer) or no fenced code block (code).")
+    answer_from: Literal["boxed", "boxed_or_last_number", "boxed_or_last_line"] = Field(
+        "boxed", description="Where math and reasoning_gym take the answer from: the last \\boxed{} only, or, for a "
+                             "completion with no \\boxed{ at all, its last plain number / last non-empty line; the "
+                             "score's extracted_from says which was graded (docs/verifiers.md).")
     math_checker: Literal["auto", "math_verify", "strict"] = Field(
         "auto", description="Equivalence: math-verify in a killable worker, or exact/rational match only; auto = strict on the "
                             "built-in arithmetic task (where echoing the question `12+34` would be 'equivalent'), math_verify on datasets.")
     math_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one math-verify comparison; an answer that overruns it scores 0 (status pathological), an overrun on the gold answer itself is unscorable.")
+    gym_deadline_s: PositiveFloat = Field(5.0, description="Hard deadline of one reasoning-gym score_answer call (reward "
+                                                         "reasoning_gym); an answer that overruns it scores 0 (status "
+                                                         "pathological), an overrun on the gold answer itself is unscorable.")
     code_mode: Literal["all_pass", "pass_rate"] = Field("all_pass", description="Code reward: 1 only if every test passes (the paper's code), or the fraction passed (the paper's text).")
     code_timeout_s: PositiveFloat = Field(6.0, description="Wall time per hidden test; the whole program gets tests x this plus a grace.")
     code_memory_mb: PositiveInt = Field(1024, description="Address-space limit of the sandboxed program.")
@@ -245,6 +275,13 @@ class TrainCfg(_Strict):
         None, gt=0, description="Wall-clock limit of this process, in minutes: the first step to end past it is "
                                 "validated and checkpointed, and the run stops there (exit 0; --resume continues it, "
                                 "with a fresh limit). None: no limit.")
+    stop_below_peak: float | None = Field(
+        None, gt=0, le=1, description="Early stop: once val/accuracy has been at least this far below its peak "
+                                      "(a fraction: 0.1 = ten points) at train.stop_patience validations in a row, the "
+                                      "run stops there, checkpointed, with the best checkpoint kept (exit 0). "
+                                      "None: off.")
+    stop_patience: PositiveInt = Field(
+        2, description="Validations in a row at least train.stop_below_peak below the peak that end the run.")
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = a fair share of the cores: all of them for a run "
                                               "alone, split evenly among the rolecall training runs on the machine.")

@@ -14,6 +14,7 @@ import yaml
 from rolecall.advantages import ESTIMATORS, get_estimator
 from rolecall.compose.team import Team, build_team
 from rolecall.errors import one_line
+from rolecall.rewards.verifier import answer_from_readers
 from rolecall.tasks import get_task
 from rolecall.workflows import PROMPT_SETS
 
@@ -56,3 +57,9 @@ def _check_task(cfg: "Config") -> None:
     if want is not None and cfg.reward.name != want and not custom:
         what = f"{cfg.data.format!r} rows are" if task.formats else f"the {task.name} task is"
         raise ValueError(f"reward.name: {what} graded by {want!r}, got {cfg.reward.name!r}")
+    readers = answer_from_readers()
+    if cfg.reward.answer_from != "boxed" and cfg.reward.name not in readers:
+        raise ValueError(f"reward.answer_from: {cfg.reward.answer_from!r} is read only by {', '.join(readers)}; "
+                         f"reward.name {cfg.reward.name!r} would ignore it (allowed with it: boxed)")
+    if task.check is not None:  # the task's own checks against what is installed (a package, its options)
+        task.check(cfg)

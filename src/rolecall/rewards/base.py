@@ -9,7 +9,7 @@ from rolecall.types import Problem
 
 # Statuses a verifier may report. `unscorable` means the *verifier* failed (crash, its own
 # deadline, a bad gold answer): the sample is excluded from group statistics, never scored 0.
-# `pathological` (math) means the *answer* broke the judge (overran its deadline, crashed it)
+# `pathological` (math, reasoning_gym) means the *answer* broke the judge (overran its deadline, crashed it)
 # while the judge is healthy on the gold answer: scored 0 like a wrong answer, so breaking
 # the judge is no escape from a negative advantage.
 STATUSES = ("ok", "wrong", "no_answer", "timeout", "memory_limit", "runtime_error",
@@ -48,7 +48,10 @@ class Verifier(Protocol):
 @dataclass(frozen=True)
 class VerifierSpec:
     """A built-in verifier, declared by its module (`VERIFIER = VerifierSpec(...)`) in
-    `rolecall.rewards.verifiers`: `reward.name=<name>` selects it, `build(reward_cfg)` makes it."""
+    `rolecall.rewards.verifiers`: `reward.name=<name>` selects it, `build(reward_cfg)` makes it.
+    `reads_answer_from`: it takes the answer as `reward.answer_from` says (`rolecall.parsing.final_answer`);
+    the config refuses a fallback for a verifier that would ignore it."""
 
     name: str
     build: Callable[[Any], Verifier]
+    reads_answer_from: bool = False

@@ -2,24 +2,20 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from fractions import Fraction
 
-from rolecall.parsing import last_boxed, strip_think
+from rolecall.parsing import final_answer
 from rolecall.rewards.base import Score
 from rolecall.rewards.math_judge import MathJudge, Outcome, default_judge
 
 CHECKERS = ("math_verify", "strict")
 
-# The final answer sits at the end; scanning only the tail (and only the last few box
-# openings) keeps degenerate repetition loops from making `last_boxed` quadratic.
-_TAIL_CHARS = 20_000
-_MAX_BOX_CANDIDATES = 8
 # Normalisation walks answers in Python; a real final answer is never this long.
 _MAX_ANSWER_CHARS = 2_000
 # Beyond this an "number" is degenerate output; also stays under int()'s digit limit.
 _MAX_DIGITS = 1_000
 
-_BOX_KEY = "\\boxed{"
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![a-zA-Z])")
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _DECIMAL = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
@@ -29,14 +25,18 @@ _TEX_FRAC = re.compile(rf"([+-]?)\\[dt]?frac\{{({_DECIMAL})\}}\{{({_DECIMAL})\}}
 
 
 def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
-               checker: str = "math_verify", judge: MathJudge | None = None) -> Score:
+               checker: str = "math_verify", judge: MathJudge | None = None, answer_from: str = "boxed") -> Score:
     """1.0 if the last `\\boxed{}` after any think block is equivalent to `gold`, else 0.0.
 
+    `answer_from` (`reward.answer_from`, see `rolecall.parsing.final_answer`) may add a
+    fallback for completions with no box at all: the last number or the last line; then
+    `info["extracted_from"]` says which one was graded ("boxed", "last_number", "last_line").
     Equivalence, cheapest first: equal after light LaTeX normalisation; equal as exact
     rationals when both sides are plain numbers (then that verdict is final, so `1/3` does
     not match `0.333`); otherwise, with `checker="math_verify"`, symbolic equivalence by
     math-verify in a killable worker under the judge's deadline.
-    No (closed, non-empty) box scores -missing_box_penalty with status "no_answer".
+    No answer (no closed, non-empty box, and no fallback found) scores -missing_box_penalty
+    with status "no_answer".
     An answer the judge cannot handle (comparing it overran the deadline, crashed or raised,
     while the judge compares the gold with itself in time) scores 0.0 with status
     "pathological": otherwise a policy could escape a negative advantage by writing answers
@@ -48,9 +48,18 @@ def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
         raise ValueError(f"checker: unknown {checker!r}; allowed: {list(CHECKERS)}")
     if not gold or not gold.strip():
         return Score(None, "unscorable", info={"reason": "empty gold answer"})
-    pred = last_boxed(_answer_region(strip_think(completion)))
+    found = final_answer(completion, answer_from)
+    pred = found.text
     if not pred:
-        return Score(0.0 - missing_box_penalty, "no_answer", pred or None)
+        score = Score(0.0 - missing_box_penalty, "no_answer", pred or None)
+    else:
+        score = _judged(pred, gold, checker, judge)
+    if answer_from == "boxed":
+        return score
+    return replace(score, info={**score.info, "extracted_from": found.source})
+
+
+def _judged(pred: str, gold: str, checker: str, judge: MathJudge | None) -> Score:
     if answers_match(pred, gold):
         return Score(1.0, "ok", pred)
     if checker == "strict" or _plain_numbers(pred, gold):
@@ -68,18 +77,6 @@ def grade_math(completion: str, gold: str, *, missing_box_penalty: float = 0.0,
 
 def _plain_numbers(pred: str, gold: str) -> bool:
     return _to_fraction(_normalize(pred)) is not None and _to_fraction(_normalize(gold)) is not None
-
-
-def _answer_region(text: str) -> str:
-    """Tail of `text` starting at one of its last few box openings (the whole tail if fewer)."""
-    text = text[-_TAIL_CHARS:]
-    start = len(text)
-    for _ in range(_MAX_BOX_CANDIDATES):
-        found = text.rfind(_BOX_KEY, 0, start)
-        if found < 0:
-            return text
-        start = found
-    return text[start:]
 
 
 def answers_match(pred: str, gold: str) -> bool:

@@ -16,7 +16,8 @@ from rolecall.rewards.verifiers.code import CodeVerifier
 from rolecall.rewards.verifiers.math import MathVerifier
 from rolecall.rewards.verifiers.qa import QAVerifier
 
-__all__ = ["CodeVerifier", "MathVerifier", "QAVerifier", "Verifier", "as_check", "build_verifier", "verifier_names"]
+__all__ = ["CodeVerifier", "MathVerifier", "QAVerifier", "Verifier", "answer_from_readers", "as_check", "build_verifier",
+           "verifier_names"]
 
 
 @functools.cache
@@ -27,6 +28,11 @@ def _registry() -> dict[str, VerifierSpec]:
 def verifier_names() -> list[str]:
     """The built-in verifiers `reward.name` may name (besides a user's `package.module:function`)."""
     return sorted(_registry())
+
+
+def answer_from_readers() -> list[str]:
+    """The built-in verifiers that read `reward.answer_from` (the others ignore it, so it stays `boxed`)."""
+    return sorted(name for name, spec in _registry().items() if spec.reads_answer_from)
 
 
 def build_verifier(cfg) -> Verifier:

@@ -15,6 +15,7 @@ from rolecall.errors import UserError
 from rolecall.policies.model import resolve_model_dir
 from rolecall.rewards.custom import module_source
 from rolecall.rundir.init_from import adapter_digest, resolve_adapter
+from rolecall.tasks import get_task
 from rolecall.workflows import workflow_prompts
 
 # Compared in this order; the first is what a user most likely changed by mistake.
@@ -81,11 +82,9 @@ def _dataset(cfg, train_P, val_P) -> dict:
         d = cfg.data
         source = {"path": str(Path(d.path).resolve()), "val_path": d.val_path and str(Path(d.val_path).resolve())}
         task = f"dataset {d.format}"
-    else:
-        t = cfg.task
-        source = {"path": "built-in"}
-        task = (f"multihop people={t.people} n_val={t.n_val} seed={t.seed}" if t.name == "multihop" else
-                f"arithmetic digits={t.digits} ops={t.ops} n_val={t.n_val} seed={t.seed}")
+    else:  # the task says what identifies its problems (arithmetic and multihop as before this was asked)
+        identity = get_task(cfg.task.name).identity(cfg)
+        source, task = {"path": identity["path"]}, identity["task"]
     # A built-in corpus lives in a cache folder that may move; its file name carries its content hash.
     problems = _sha(_json([[p.uid, p.prompt, p.answer, _portable(p.meta)] for P in (train_P, val_P) for p in P]))
     return {**source, "task": task, "problems": problems, "train": len(train_P), "val": len(val_P)}
@@ -100,6 +99,11 @@ def _reward(cfg) -> dict:
     r = cfg.reward_cfg()
     out = {k: getattr(r, k) for k in ("name", "format_penalty", "math_checker", "math_deadline_s",
                                        "code_mode", "code_timeout_s", "code_memory_mb", "qa_metric")}
+    # Settings added later enter only when they differ from what older runs did, so those still resume.
+    if r.answer_from != "boxed":
+        out["answer_from"] = r.answer_from
+    if r.name == "reasoning_gym":
+        out["gym_deadline_s"] = r.gym_deadline_s
     if ":" in r.name:  # a user's function: its source file's contents decide the reward too
 
         source = module_source(r.name)

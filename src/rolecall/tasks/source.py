@@ -24,7 +24,9 @@ class TaskSource:
     `reward` names the verifier that grades its rows; a task that reads files of several
     layouts maps each `formats` entry to its verifier instead. `math_checker` is what
     `reward.math_checker: auto` means on this task. `reads_data`: the rows come from the
-    config's `data` section (then `data.path` is required, and refused otherwise).
+    config's `data` section (then `data.path` is required, and refused otherwise). `check(cfg)`,
+    if given, runs with the config checks (before any model loads) and raises ValueError naming
+    the field at fault: what the task needs installed, options only its library can judge.
     """
 
     name: str
@@ -34,6 +36,7 @@ class TaskSource:
     formats: Mapping[str, str] = field(default_factory=dict)
     math_checker: str = "math_verify"
     reads_data: bool = False
+    check: Callable[[Any], None] | None = None
 
     def reward_for(self, cfg) -> str:
         """The verifier that grades this task's rows under `cfg` (by its data format, if it has several)."""

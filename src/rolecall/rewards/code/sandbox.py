@@ -226,7 +226,7 @@ def _prepare(host: Path, strategy: _Strategy, limits: SandboxLimits, code: str, 
              nonce: str, lease: Lease | None) -> dict:
     """Write the job (code and inputs, never expected outputs) and the boot configuration."""
     write_private(host / "job.json", json.dumps(
-        {"kind": tests.kind, "code": code, "inputs": list(tests.inputs), "fn_name": tests.fn_name}))
+        {"kind": tests.kind, "code": tests.program(code), "inputs": list(tests.inputs), "fn_name": tests.fn_name}))
     write_private(host / "nonce", nonce)
     if strategy.private_root:
         workdir = "/sandbox"

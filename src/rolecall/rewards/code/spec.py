@@ -42,6 +42,10 @@ class CodeTests:
     kind "stdin": inputs/outputs are program stdin/stdout texts.
     kind "functional": each input is a list of positional arguments, each output the
     expected return value (both plain JSON values); `fn_name` is the function to call.
+    `prefix` and `suffix`: trusted code run before and after the model's program, as one
+    program (`program(code)`); a task whose tests are code builds them, e.g. HumanEval's
+    prompt before and a function that runs its `check(candidate)` after
+    (`rolecall.tasks.humaneval`). Dataset rows never set them.
     """
 
     __test__ = False
@@ -50,12 +54,21 @@ class CodeTests:
     inputs: tuple[Any, ...]
     outputs: tuple[Any, ...]
     fn_name: str | None = None
+    prefix: str = ""
+    suffix: str = ""
 
     def __len__(self) -> int:
         return len(self.inputs)
 
+    def program(self, code: str) -> str:
+        """What the sandbox runs for the model's `code`: the prefix, the code, the suffix."""
+        if not (self.prefix or self.suffix):
+            return code
+        return f"{self.prefix.rstrip()}\n\n{code.rstrip()}\n\n{self.suffix.lstrip()}"
+
     def to_json(self) -> dict[str, Any]:
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs), "fn_name": self.fn_name}
+        out = {"inputs": list(self.inputs), "outputs": list(self.outputs), "fn_name": self.fn_name}
+        return {**out, "prefix": self.prefix, "suffix": self.suffix} if self.prefix or self.suffix else out
 
 
 def parse_tests(raw: str | list | dict, fn_name: str | None = None) -> CodeTests:

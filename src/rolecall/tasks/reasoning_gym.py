@@ -1,0 +1,142 @@
+"""Problems from a reasoning-gym procedural dataset (`task.name=reasoning_gym`, `task.gym`).
+
+`pip install 'rolecall[reasoning_gym]'`; reasoning-gym is imported only when this task is
+used. `task.gym` names the dataset and `task.gym_options` holds its own options (the fields of
+its config class); both are checked by reasoning-gym at config load.
+
+Split. reasoning-gym draws item i of a dataset from `Random(seed + i)`. The validation problems
+are items 0..n_val-1 with seed `task.seed`; the training problems are items
+0..gym_train_size-1 with a seed derived from `task.seed` by a hash, moved if needed so that the
+two ranges of per-item seeds do not overlap. Distinct seeds are not enough on a small problem
+space (two-term one-digit sums repeat), so a training problem whose question is also a
+validation question is dropped (the log counts them): validation never appears in training.
+
+Each `Problem` carries what scoring needs in `meta`: `gym`, `gym_options` and `entry`, the
+reasoning-gym entry (question, answer, metadata) as JSON data; the verifier
+(`reward.name=reasoning_gym`) hands it to reasoning-gym's `score_answer` in a worker process.
+An entry that is not JSON data, or whose gold answer scores differently after a JSON round trip
+(arc_agi and rearc hold tuples their scorer compares), is refused when the problems are made.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from importlib import metadata
+
+from rolecall.tasks.source import TaskSource
+from rolecall.types import Problem
+
+INSTALL = "pip install 'rolecall[reasoning_gym]'"
+LIST_THEM = "python -c \"import reasoning_gym; print(sorted(reasoning_gym.factory.DATASETS))\""
+RESERVED = ("seed", "size")  # rolecall's: the split
+_SALT = "rolecall reasoning_gym training seed"
+
+
+def _gym():
+    """The reasoning_gym package, or ValueError naming the extra to install."""
+    try:
+        import reasoning_gym  # only when this task is used: `import rolecall` and other tasks never load it
+    except ImportError:
+        raise ValueError(f"task.name=reasoning_gym needs the reasoning-gym package: {INSTALL}") from None
+    return reasoning_gym
+
+
+def split_seeds(seed: int, n_val: int, train_size: int) -> tuple[int, int]:
+    """(validation seed, training seed): distinct, with disjoint per-item seed ranges
+    [seed, seed + n_val) and [train, train + train_size)."""
+    train = int.from_bytes(hashlib.sha256(f"{_SALT}:{seed}".encode()).digest()[:4], "big")
+    if train < seed + n_val and seed < train + train_size:  # the ranges overlap: start after validation's
+        train = seed + n_val
+    return seed, train
+
+
+def dataset(gym: str, options: dict, seed: int, size: int):
+    """The reasoning-gym dataset, or ValueError naming task.gym or task.gym_options."""
+    rg = _gym()
+    known = sorted(rg.factory.DATASETS)
+    if gym not in known:
+        close = difflib.get_close_matches(gym, known, n=5, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else f"e.g. {', '.join(known[:6])}; "
+        raise ValueError(f"task.gym: unknown reasoning-gym dataset {gym!r}; {hint}"
+                         f"all {len(known)} of them: {LIST_THEM}")
+    reserved = sorted(set(options) & set(RESERVED))
+    if reserved:
+        raise ValueError(f"task.gym_options: {reserved} are set by rolecall (validation: task.seed and task.n_val; "
+                         "training: a seed derived from task.seed and task.gym_train_size); remove them")
+    try:
+        return rg.create_dataset(gym, **options, seed=seed, size=size)
+    except Exception as e:  # noqa: BLE001 - reasoning-gym's own refusal, named by the field at fault
+        fields = sorted(getattr(rg.factory.DATASETS[gym][1], "__dataclass_fields__", {}))
+        allowed = ", ".join(f for f in fields if f not in RESERVED)
+        raise ValueError(f"task.gym_options: reasoning-gym refused {options} for {gym!r}: "
+                         f"{type(e).__name__}: {e}; its options: {allowed}") from None
+
+
+def _entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[dict]:
+    """The split's entries as JSON data; ValueError if one is not."""
+    ds, out = dataset(gym, options, seed, size), []
+    for i in range(size):
+        entry = ds[i]
+        try:
+            out.append(json.loads(json.dumps(entry, allow_nan=False)))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"task.gym: {gym!r} {split} item {i} is not JSON data ({e}); rolecall stores each "
+                             "entry with its problem and scores it in a worker process, so this dataset cannot "
+                             "be used") from None
+    if out and out[0].get("answer") is not None:
+        before, after = ds.score_answer(ds[0]["answer"], ds[0]), ds.score_answer(out[0]["answer"], out[0])
+        if before != after:
+            raise ValueError(f"task.gym: {gym!r} entries do not survive JSON (the gold answer of {split} item 0 "
+                             f"scores {before} as generated and {after} after a JSON round trip), so rolecall "
+                             "cannot score them in its worker; pick another dataset")
+    return out
+
+
+def _problem(gym: str, options: dict, seed: int, i: int, entry: dict) -> Problem:
+    answer = entry.get("answer")
+    return Problem(uid=f"{gym}/{seed}/{i}", prompt=str(entry["question"]),
+                   answer="" if answer is None else str(answer),
+                   meta={"kind": "reasoning_gym", "gym": gym, "gym_options": options, "entry": entry})
+
+
+def _problems(cfg, count_tokens=None, log=print):
+    t = cfg.task
+    options = dict(t.gym_options)
+    val_seed, train_seed = split_seeds(t.seed, t.n_val, t.gym_train_size)
+    val = [_problem(t.gym, options, val_seed, i, e)
+           for i, e in enumerate(_entries(t.gym, options, val_seed, t.n_val, "validation"))]
+    seen = {p.prompt for p in val}
+    train = [_problem(t.gym, options, train_seed, i, e)
+             for i, e in enumerate(_entries(t.gym, options, train_seed, t.gym_train_size, "training"))]
+    kept = [p for p in train if p.prompt not in seen]
+    if not kept:
+        raise ValueError(f"task.gym: every one of the {len(train)} training questions of {t.gym!r} is also a "
+                         f"validation question (the problem space is that small); widen task.gym_options or "
+                         "lower task.n_val")
+    log(f"reasoning_gym {t.gym}: {len(val)} validation problems (seed={val_seed}), {len(kept)} training problems "
+        f"(seed={train_seed}, {t.gym_train_size} made, {len(train) - len(kept)} dropped as validation questions)")
+    return kept, val
+
+
+def _identity(cfg) -> dict:
+    t = cfg.task
+    options = json.dumps(t.gym_options, sort_keys=True)
+    try:  # the generators are reasoning-gym's code: another version may make other problems
+        version = metadata.version("reasoning-gym")
+    except metadata.PackageNotFoundError:
+        version = "not installed"
+    return {"path": f"reasoning-gym {version}",
+            "task": f"reasoning_gym {t.gym} options={options} n_val={t.n_val} "
+                    f"train_size={t.gym_train_size} seed={t.seed}"}
+
+
+def _check(cfg) -> None:
+    t = cfg.task
+    if not t.gym:
+        raise ValueError(f"task.gym: required when task.name is 'reasoning_gym' (e.g. task.gym=basic_arithmetic; "
+                         f"all of them: {LIST_THEM})")
+    dataset(t.gym, dict(t.gym_options), t.seed, 1)
+
+
+TASK = TaskSource("reasoning_gym", _problems, _identity, reward="reasoning_gym", check=_check)
