@@ -91,10 +91,17 @@ def test_nothing_logged():
     assert s == {"table2": {"roles": {}, "policies": {}}, "amplitude": {"roles": {}, "policies": {}},
                  "accuracy": {"base": None, "peak": None, "peak_step": None, "final": None, "final_step": None,
                               "cliff": None},
-                 "alarms": {}, "steps": 0}
+                 "alarms": {}, "steps": 0, "stopped": None}
     unlogged = summarize([{"step": 1, "role/a/entropy": None}])
     assert unlogged["table2"]["roles"]["a"]["chi2_token"] == {"first": None, "peak": None, "peak_step": None, "ratio": None}
     assert unlogged["amplitude"]["roles"]["a"] == {"max_chi2": None, "max_grad_norm": None, "entropy_collapse": None}
+
+
+def test_stopped_names_why_until_a_resume_trains_past_it():
+    stop = {"step": 2, "event": "stop", "reason": "stop_below_peak", "message": "below its peak"}
+    rows = [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 1.0}, {"step": 2, "val/accuracy": 0.1}, stop]
+    assert summarize(rows)["stopped"] == {"reason": "stop_below_peak", "step": 2, "message": "below its peak"}
+    assert summarize([*rows, {"step": 3, "loss": 1.0}])["stopped"] is None  # resumed and trained on
 
 
 def write_rows(d, rows, tail=""):

@@ -112,11 +112,12 @@ def train_run(cfg: Config | Mapping[str, Any] | str | os.PathLike | None = None,
 
 
 def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None = None, *,
-             base: bool = False, overrides: Mapping[str, Any] | Sequence[str] = ()) -> dict[str, Any]:
+             base: bool = False, overrides: Mapping[str, Any] | Sequence[str] = (), best: bool = False) -> dict[str, Any]:
     """Validation metrics of a run's latest checkpoint (a run directory or Run; `overrides`
-    change its config, e.g. more validation problems), or of a config's fresh (untrained)
-    adapters; `base` evaluates the bare base model. Adds "checkpoint" (path or None)."""
-    from rolecall.rundir.checkpoint import CheckpointDamaged, load_adapters, resume_point
+    change its config, e.g. more validation problems), of its best validated one with `best`
+    (`checkpoints/best.json`), or of a config's fresh (untrained) adapters; `base` evaluates the
+    bare base model. Adds "checkpoint" (path or None)."""
+    from rolecall.rundir.checkpoint import CheckpointDamaged, best_checkpoint, load_adapters, resume_point
     from rolecall.train.stack import build_stack
     from rolecall.train.step import validate
 
@@ -124,9 +125,15 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
     run_dir = target.path if isinstance(target, Run) else None
     if isinstance(target, (str, os.PathLike)) and Path(target).is_dir():
         run_dir = read_run(target).path
+    if best and base:
+        raise ValueError("--best and --base choose different weights (the best checkpoint, the bare base model); pass one")
+    if best and run_dir is None:
+        raise ValueError(f"--best evaluates a run's best checkpoint; {str(target)!r} is not a run directory")
     cfg = make_config(run_dir / "config.yaml" if run_dir else target, overrides)
     ckpt = None
-    if run_dir and not base:
+    if best:
+        ckpt = best_checkpoint(run_dir)
+    elif run_dir and not base:
         point = resume_point(run_dir)
         if point.damaged_newer:
             raise CheckpointDamaged(point.refusal(run_dir))
@@ -145,9 +152,10 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
 
 
 def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int | None = None,
-             temperature: float = 0.0, max_new_tokens: int | None = None) -> str:
+             temperature: float = 0.0, max_new_tokens: int | None = None, best: bool = False) -> str:
     """One role's reply to `prompt` (a single user message) with the run's trained weights
-    (the latest checkpoint, or `step`), through rolecall's own engine; temperature 0 = greedy."""
+    (the latest checkpoint, `step`'s, or with `best` the best validated one), through rolecall's
+    own engine; temperature 0 = greedy."""
     import torch
 
     from rolecall.compose.parts import build_parts
@@ -161,7 +169,7 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     routing = parts.routing
     if role not in routing.routes:
         raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
-    ckpt = checkpoint_of(run.path, step)
+    ckpt = checkpoint_of(run.path, step, best=best)
     (base,) = parts.bases(parts.tokenizer(), only=parts.base_path(role)).values()  # the role's base (`base`: the run's)
     if base.adapters:
         load_adapters(ckpt, base.model, base.adapters)

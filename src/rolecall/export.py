@@ -1,4 +1,4 @@
-"""Trained policies out of a run, for use elsewhere: `rolecall export RUN [--step N] [--merge]`.
+"""Trained policies out of a run, for use elsewhere: `rolecall export RUN [--step N | --best] [--merge]`.
 
 For every LLM policy of the run (each adapter of its routing) it writes `<out>/<policy>/`:
 - without `--merge`: the PEFT adapter (`adapter_model.safetensors`, `adapter_config.json`
@@ -74,8 +74,9 @@ in this folder are the ones training used.
 
 
 def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int | None = None,
-               merge: bool = False, overwrite: bool = False) -> list[Path]:
-    """Write every LLM policy of the run under `out` (default `<run>/export/step_N`); returns the folders."""
+               merge: bool = False, overwrite: bool = False, best: bool = False) -> list[Path]:
+    """Write every LLM policy of the run under `out` (default `<run>/export/step_N`); returns the folders.
+    The checkpoint is `step`'s, the best validated one with `best` (`checkpoints/best.json`), else the latest."""
     from rolecall.api import read_run
     from rolecall.compose.bases import policy_paths
     from rolecall.compose.parts import build_parts
@@ -84,7 +85,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
 
     run = read_run(run_dir)
     cfg = run.config
-    ckpt = checkpoint_of(run.path, step)
+    ckpt = checkpoint_of(run.path, step, best=best)
     step = int(ckpt.name.removeprefix("step_"))
     routing = build_parts(cfg).routing
     if not routing.adapters:

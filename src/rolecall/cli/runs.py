@@ -14,9 +14,10 @@ from rolecall.cli.common import as_user_errors, console, fail
 
 
 def eval_cmd(
-    target: str = typer.Argument(..., help="A run directory (uses its latest checkpoint) or a config YAML."),
+    target: str = typer.Argument(..., help="A run directory (its latest checkpoint; with --best its best) or a config YAML."),
     overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides"),
     base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
+    best: bool = typer.Option(False, "--best", help="Evaluate the run's best validated checkpoint (checkpoints/best.json)."),
 ) -> None:
     """Validation accuracy of the workflow's final answer, printed as JSON."""
     # imported here: keeps rolecall --help and config checks from loading torch
@@ -26,7 +27,7 @@ def eval_cmd(
     if p.is_dir() and not (p / "config.yaml").is_file():
         fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
     with as_user_errors():  # ConfigError, a damaged or missing checkpoint, a verifier that cannot start
-        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []))
+        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []), best=best)
     sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
 
 
@@ -40,6 +41,7 @@ def export(
     run_dir: Path = typer.Argument(..., help="A run directory."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write (default <run>/export/step_N)."),
     step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    best: bool = typer.Option(False, "--best", help="The run's best validated checkpoint (checkpoints/best.json)."),
     merge: bool = typer.Option(False, "--merge", help="Write full models with each adapter merged into the base."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing export."),
 ) -> None:
@@ -48,7 +50,7 @@ def export(
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with as_user_errors():
-        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force)
+        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force, best=best)
     for path in written:
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
@@ -58,6 +60,7 @@ def generate(
     role: str = typer.Option(..., "--role", help="The role to play, e.g. generator."),
     prompt: str = typer.Option(..., "--prompt", help="The user message ('-' reads stdin)."),
     step: Optional[int] = typer.Option(None, "--step", help="The checkpoint's step (default: the latest complete one)."),
+    best: bool = typer.Option(False, "--best", help="The run's best validated checkpoint (checkpoints/best.json)."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Default: the run's budget for the role."),
 ) -> None:
@@ -66,7 +69,8 @@ def generate(
 
     text = sys.stdin.read() if prompt == "-" else prompt
     with as_user_errors():
-        reply = run_generate(run_dir, role, text, step=step, temperature=temperature, max_new_tokens=max_new_tokens)
+        reply = run_generate(run_dir, role, text, step=step, temperature=temperature, max_new_tokens=max_new_tokens,
+                             best=best)
     sys.stdout.write(reply + "\n")
 
 

@@ -91,7 +91,7 @@ class AlarmMonitor:
         for row in rows:
             if row.get("event") == "alarm":
                 self.fired.add((row["alarm"], row.get("role")))
-            else:
+            elif "event" not in row:  # other events (why a run stopped) carry no metric
                 self.observe(row, emit=False)
 
     def observe(self, row: dict, *, emit: bool = True) -> list[dict]:

@@ -8,6 +8,7 @@ From "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and Polic
   (first entropy minus the minimum).
 - The validation curve: base (step 0), peak, final, and the cliff from peak to final.
 - Alarm counts and the last training step.
+- Why the run stopped early (`stopped`: the deadline or the early stop below the peak; null otherwise).
 
 Nulls, NaN/Inf and non-numbers are skipped. A step logged twice (a resumed run) keeps its last row, as
 the report does. See docs/diagnostics.md, "Run summary (summary.json)".
@@ -92,6 +93,18 @@ def _accuracy(rows: list[dict]) -> dict:
             "final": final, "final_step": final_step, "cliff": peak - final if pts else None}
 
 
+def _stopped(rows: list[dict]) -> dict | None:
+    """Why the run ended before `train.steps` (`train.max_minutes`, `train.stop_below_peak`), from
+    its last "stop" event; None when a later training step shows a resume went on past it."""
+    stop = None
+    for r in rows:
+        if r.get("event") == "stop":
+            stop = {"reason": r.get("reason"), "step": r["step"], "message": r.get("message")}
+        elif stop is not None and "event" not in r and r["step"] > stop["step"]:
+            stop = None
+    return stop
+
+
 def summarize(rows: list[dict]) -> dict:
     """The run summary of metrics.jsonl rows (see the module docstring)."""
     kinds = {"roles": "role", "policies": "policy"}
@@ -102,6 +115,7 @@ def summarize(rows: list[dict]) -> dict:
         "accuracy": _accuracy(rows),
         "alarms": dict(sorted(Counter(str(r.get("alarm")) for r in rows if r.get("event") == "alarm").items())),
         "steps": max((r["step"] for r in rows if "event" not in r and "val/accuracy" not in r), default=0),
+        "stopped": _stopped(rows),
     }
 
 

@@ -7,6 +7,10 @@ temporary name, fsynced and renamed; the step directory is built as `.tmp-step_N
 fsynced and renamed into place; only then is the `latest` marker replaced. A crash at any
 point leaves the previous checkpoint and marker untouched, and `latest_checkpoint` only
 ever returns a complete directory. `.tmp-*` leftovers are removed by the next save or resume.
+
+`checkpoints/best.json` names the checkpoint of the run's best validation. It is replaced
+(durably) only once the step it names is in place, and retention never deletes the step it
+names, so at any instant it names a complete checkpoint or is absent.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from rolecall.fsio import TMP_PREFIX, fsync_dir, write_durable
 from rolecall.policies.adapter_files import adapter_files, load_adapter, model_of
 
 LATEST = "latest"
+BEST = "best.json"
 MANIFEST = "checkpoint.json"
 STATE = "trainer_state.pt"
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
@@ -104,7 +109,10 @@ def _save_error(e: OSError, step: int, path: Path) -> CheckpointError:
                            "The previous checkpoint is intact.")
 
 
-def save_checkpoint(run_dir: Path, step: int, model, optims: dict, adapters: tuple[str, ...], keep_last: int) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, optims: dict, adapters: tuple[str, ...], keep_last: int,
+                    best: tuple[str, float] | None = None) -> Path:
+    """Save step `step` and keep the `keep_last` newest checkpoints plus the best one; `best`
+    (metric, value): this step is the run's new best, marked once its directory is in place."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     discard_partial(run_dir)
@@ -126,6 +134,12 @@ def save_checkpoint(run_dir: Path, step: int, model, optims: dict, adapters: tup
         if isinstance(e, OSError):
             raise _save_error(e, step, root / f"step_{step}") from e
         raise
+    if best is not None:  # after the commit, before retention: the old best goes only once no longer named
+        try:
+            mark_best(run_dir, step, *best)
+        except OSError as e:
+            raise CheckpointError(f"checkpoint step_{step} is saved, but checkpoints/{BEST} could not be updated "
+                                  f"to name it as the best ({e}); it still names the previous best") from e
     _retain(root, keep_last)
     return final
 
@@ -144,8 +158,36 @@ def _complete_steps(root: Path, checksums: bool = True) -> list[tuple[int, Path]
 def _retain(root: Path, keep_last: int) -> None:
     # Sizes only: retention runs at every save, and re-hashing every kept checkpoint there
     # would read them all back each time; checksums are checked where a checkpoint is used.
-    for _, p in _complete_steps(root, checksums=False)[:-keep_last]:
-        _discard(p)
+    best = best_mark(root.parent)
+    for s, p in _complete_steps(root, checksums=False)[:-keep_last]:
+        if best is None or s != best["step"]:  # the best outlives keep_last until a better one is marked
+            _discard(p)
+
+
+def mark_best(run_dir: Path, step: int, metric: str, value: float) -> None:
+    """Name `step_N` (already complete on disk) the run's best checkpoint, in `checkpoints/best.json`."""
+    root = Path(run_dir) / "checkpoints"
+    write_durable(root / BEST, json.dumps({"step": step, "checkpoint": f"step_{step}", "metric": metric,
+                                           "value": value}, indent=1).encode())
+    fsync_dir(root)
+
+
+def clear_best(run_dir: Path) -> None:
+    """Remove the best marker (a resume found that the step it names is gone)."""
+    root = Path(run_dir) / "checkpoints"
+    if (root / BEST).exists():
+        (root / BEST).unlink()
+        fsync_dir(root)
+
+
+def best_mark(run_dir: Path) -> dict | None:
+    """`checkpoints/best.json` ({"step", "checkpoint", "metric", "value"}); None if absent or unreadable."""
+    try:
+        m = json.loads((Path(run_dir) / "checkpoints" / BEST).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(m, dict) and isinstance(m.get("step"), int) and not isinstance(m["step"], bool)
+    return m if ok else None
 
 
 def discard_partial(run_dir: Path, newer_than: int | None = None) -> None:
@@ -352,9 +394,14 @@ class CheckpointMissing(UserError, ValueError):
     """The run has no (complete) checkpoint of the step asked for."""
 
 
-def checkpoint_of(run_dir: Path, step: int | None) -> Path:
-    """The checkpoint to export, evaluate or generate with: `step_N`, or the newest complete one; verified against its manifest."""
+def checkpoint_of(run_dir: Path, step: int | None, best: bool = False) -> Path:
+    """The checkpoint to export, evaluate or generate with: `step_N`, the marked best (`best`), or
+    the newest complete one; verified against its manifest."""
     root = Path(run_dir) / "checkpoints"
+    if best:
+        if step is not None:
+            raise CheckpointMissing(f"--step {step} and --best each choose a checkpoint; pass one of them")
+        return best_checkpoint(run_dir)
     if step is None:
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
@@ -367,4 +414,25 @@ def checkpoint_of(run_dir: Path, step: int | None) -> Path:
     why = damage(ckpt)
     if why is not None:
         raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be exported: {why}")
+    return ckpt
+
+
+def best_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint `checkpoints/best.json` names, verified against its manifest; `CheckpointMissing`
+    saying why when the run has none marked."""
+    root = Path(run_dir) / "checkpoints"
+    mark = best_mark(run_dir)
+    if mark is None:
+        state = "is unreadable" if (root / BEST).exists() else "is missing"
+        raise CheckpointMissing(
+            f"--best: {str(run_dir)!r} has no best checkpoint marked (checkpoints/{BEST} {state}): the run was "
+            "never validated after a training step, or was trained by a rolecall from before the best checkpoint "
+            "was kept. Choose one with --step N, or leave --best out for the latest")
+    ckpt = root / f"step_{mark['step']}"
+    if not ckpt.is_dir():
+        raise CheckpointMissing(f"--best: checkpoints/{BEST} of {str(run_dir)!r} names step_{mark['step']}, "
+                                "which is gone; choose one with --step N")
+    why = damage(ckpt)
+    if why is not None:
+        raise CheckpointDamaged(f"--best: checkpoint {str(ckpt)!r} cannot be used: {why}")
     return ckpt

@@ -3,7 +3,8 @@
 Each step is `rolecall.train.step.train_step` (rollout -> score -> credit -> advantages ->
 update -> metrics). Data parallelism (`Ranks`), the wall-clock limit (`Deadline`) and where
 rows go (`RunLog`) sit behind small objects in `rolecall.train.session`; the run directory's
-start and resume in `rolecall.train.resume`.
+start and resume in `rolecall.train.resume`; the best validation and the early stop below it
+in `rolecall.train.peak`.
 """
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import time
 from pathlib import Path
 
 from rolecall.errors import UserError
-from rolecall.rundir.checkpoint import load_checkpoint, save_checkpoint
+from rolecall.rundir.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from rolecall.rundir.cpu_share import CpuShare, cpu_share_or_none
 from rolecall.rundir.directory import RunDir
 from rolecall.rundir.fingerprint import run_fingerprint
 from rolecall.rundir.guards import NonFiniteStreak
 from rolecall.rundir.stop import TrainingStopped, resume_command
 from rolecall.schema import Config
+from rolecall.train.peak import METRIC, PEAK, STOP, Peak, recall_peak
 from rolecall.train.resume import open_run_dir, restore
 from rolecall.train.session import Deadline, Launch, Ranks, RunLog
 from rolecall.train.stack import Stack, build_stack
@@ -39,15 +41,23 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
     share = cpu_share_or_none(cfg.train.threads)  # train.threads 0: a fair share of the machine's cores
     log = RunLog(run, ranks, launch.on_event, t_start)
     deadline = Deadline(cfg.train.max_minutes, ranks, t_start)
+    peak = Peak(cfg.train)
     try:
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
             load_checkpoint(ckpt, stack.models_by_adapter(), stack.optims, stack.routing.adapters)
         log.open(cfg, stack.routing, start, launch.resume)
-        if val_due(cfg, start) and not validated:
-            validation(stack, log, share, start)  # also the one a stop on a signal skipped
-        saved_at, requested = run_steps(stack, log, share, ranks, launch, start, deadline)
+        peak.recall(ranks.on_lead(lambda: recall_peak(run, start, cfg.train.stop_below_peak, launch.notify)))
+        said = None
+        if val_due(cfg, start) and not validated:  # also the one a stop on a signal skipped
+            said = validation(stack, log, share, start, peak)
+            if said == PEAK and ranks.lead:
+                mark_best(run.path, start, *peak.best(start))  # step_<start> is there: the run resumed from it
+        if said == STOP and start < cfg.train.steps:  # still below its peak: nothing to train, step_<start> is saved
+            stop_below_peak(log, launch, peak, start)
+            return run.path
+        saved_at, requested = run_steps(stack, log, share, ranks, launch, start, deadline, peak)
         if requested and saved_at < cfg.train.steps:
             raise stopped(launch, run, saved_at)
     finally:  # a halted or failed run still flushes its sinks and stops the verifier's processes
@@ -59,8 +69,9 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
 
 
 def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, launch: Launch, start: int,
-              deadline: Deadline) -> tuple[int, bool]:
-    """Steps start+1.. until the last, a stop request, the deadline or `stop_after`; (last saved step, stopped)."""
+              deadline: Deadline, peak: Peak) -> tuple[int, bool]:
+    """Steps start+1.. until the last, a stop request, the deadline, the early stop below the peak or
+    `stop_after`; (last saved step, stopped by a request)."""
     cfg = stack.cfg
     halts = Halts(cfg)
     saved_at, requested = start, False
@@ -76,21 +87,28 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
         log.samples(step, episodes, cfg.train.samples_per_step)
         halt = halts.observe(step, row)
         if halt is not None:  # skipped and non-finite updates changed no weight: the saved state is sound
-            save(stack, log, step)
+            save(stack, log, step, peak)
             raise halt
         requested = ranks.any(launch.stop.requested)
         late = deadline.passed() and step < cfg.train.steps
+        said = None
         if (val_due(cfg, step) or late) and not requested:  # a stop skips it; the resume runs it
-            validation(stack, log, share, step)
+            said = validation(stack, log, share, step, peak)
             requested = ranks.any(launch.stop.requested)  # a signal during the validation still saves this step
-        if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested or late:
-            save(stack, log, step)
+        # A new peak is saved whatever checkpoint_every says: the best is never lost.
+        if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested or late or said:
+            save(stack, log, step, peak)
             saved_at = step
+        if said == STOP and not requested and step < cfg.train.steps:  # an ending, not a failure: exit 0
+            stop_below_peak(log, launch, peak, step)
+            break
         if late and not requested:  # a finished slice of the run, not a failure: exit 0
+            message = (f"train.max_minutes={cfg.train.max_minutes:g} reached after step {step} of "
+                       f"{cfg.train.steps}: validated, checkpoint step_{step} is saved. Continue with: "
+                       f"{resume_command(log.run.path)}")
+            log.note(step, "stop", reason="max_minutes", message=message)
             if ranks.lead:
-                launch.notify(f"train.max_minutes={cfg.train.max_minutes:g} reached after step {step} of "
-                              f"{cfg.train.steps}: validated, checkpoint step_{step} is saved. Continue with: "
-                              f"{resume_command(log.run.path)}")
+                launch.notify(message)
             break
         if launch.stop_after is not None and step >= launch.stop_after:
             break
@@ -101,19 +119,29 @@ def val_due(cfg: Config, step: int) -> bool:
     return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
 
-def validation(stack: Stack, log: RunLog, share: CpuShare | None, step: int) -> None:
+def validation(stack: Stack, log: RunLog, share: CpuShare | None, step: int, peak: Peak) -> str | None:
+    """Validate and log; what the peak makes of it (`PEAK`, `STOP` or None)."""
     if share is not None:
         share.apply()
     metrics, episodes = validate_episodes(stack)
     log.emit("val", {"step": step, **metrics})
     log.samples(step, episodes, stack.cfg.train.val_samples, validation=True)
+    return peak.observe(step, metrics[METRIC])
 
 
-def save(stack: Stack, log: RunLog, step: int) -> Path | None:
+def save(stack: Stack, log: RunLog, step: int, peak: Peak) -> Path | None:
     if not log.ranks.lead:
         return None
     return save_checkpoint(log.run.path, step, stack.models_by_adapter(), stack.optims, stack.routing.adapters,
-                           stack.cfg.train.keep_last)
+                           stack.cfg.train.keep_last, best=peak.best(step))
+
+
+def stop_below_peak(log: RunLog, launch: Launch, peak: Peak, step: int) -> None:
+    """End the run at `step` (already checkpointed): say why in metrics.jsonl (summary.json) and to the user."""
+    message = peak.stop_message(step, resume_command(log.run.path))
+    log.note(step, "stop", reason="stop_below_peak", message=message)
+    if log.ranks.lead:
+        launch.notify(message)
 
 
 class Halts:

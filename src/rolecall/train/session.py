@@ -123,6 +123,12 @@ class RunLog:
             for event in self.monitor.observe(row):
                 self.emit("alarm", event)
 
+    def note(self, step: int, event: str, **fields) -> None:
+        """An event row in metrics.jsonl only (e.g. why the run stopped, read by summary.json); the
+        sinks and `on_event` take metric rows, so they never see it."""
+        if self.ranks.lead:
+            self.run.log({"step": step, "event": event, **fields})
+
     def samples(self, step: int, episodes: list, n: int, validation: bool = False) -> None:
         if self.ranks.lead:
             self.run.log_samples(step, episodes, n, validation=validation)
