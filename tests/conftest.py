@@ -6,7 +6,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/rolecall-mpl")
-# Built-in corpora and search indexes go to a folder of this session, never the user's cache.
+# Real models (tests/test_real_model.py) are fetched once per machine into the usual models folder;
+# built-in corpora and search indexes go to a folder of this session, never the user's cache.
+os.environ.setdefault("ROLECALL_MODELS", str(__import__("rolecall.paths").paths.cache_dir("models")))
 os.environ["ROLECALL_CACHE"] = __import__("tempfile").mkdtemp(prefix="rolecall-cache-")
 
 import pytest

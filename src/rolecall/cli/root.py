@@ -5,7 +5,7 @@ import typer
 
 from rolecall.cli.grid import grid_app
 from rolecall.cli.runs import eval_cmd, export, generate, inspect, report
-from rolecall.cli.tools import configs, env, make_base_cmd
+from rolecall.cli.tools import configs, env, get_model_cmd, make_base_cmd
 from rolecall.cli.train import train
 from rolecall.cli.verify import verify_app
 
@@ -30,6 +30,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
 app.command()(train)
 app.command("eval")(eval_cmd)
 app.command("make-base")(make_base_cmd)
+app.command("get-model")(get_model_cmd)
 app.command()(export)
 app.command()(generate)
 app.command()(env)

