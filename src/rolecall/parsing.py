@@ -108,3 +108,79 @@ def first_verdict(text: str) -> bool | None:
     or None when there is none. Other boxes (a leaked `\\boxed{42}`) are not verdicts."""
     m = _VERDICT.search(strip_think(text))
     return None if m is None else m.group(1).lower() == "correct"
+
+
+# `workflow.options.role_format`: how a workflow reads a decision (a pick, a verdict) out of a
+# role's reply. `boxed` (default): the papers' `\boxed{}` forms only. `plain`: the boxed form
+# first and, only when the reply holds no usable box, a plain-text form (`plain_pick`,
+# `plain_verdict`). A deviation from the papers, for small models that never write a box.
+# `read_pick` / `read_verdict` return (value, form), form "boxed", "plain" or "none".
+ROLE_FORMATS = ("boxed", "plain")
+# A standalone integer: ASCII digits not part of a word (`x2`, `2nd`) nor of a longer, signed,
+# decimal, fraction or grouped number (`12`, `-1`, `1.5`, `1/2`, `1,000`); `2:`, `2.`, `(2)` count.
+_STANDALONE_INT = re.compile(r"(?<![\w.,/-])[0-9]+(?!\w|[.,/][0-9])")
+# A verdict word (whole words, any case: `incorrect` is never read as `correct`), with an
+# optional negation right before it (`not correct`, `isn't right`).
+_VERDICT_WORD = re.compile(r"(?:(\bnot|n['\u2019]t)\s+)?\b(correct|incorrect|right|wrong)\b", re.IGNORECASE)
+
+
+def _check_role_format(role_format: str) -> None:
+    if role_format not in ROLE_FORMATS:
+        raise ValueError(f"role_format: unknown {role_format!r}; allowed: {list(ROLE_FORMATS)}")
+
+
+def boxed_pick(text: str, n: int) -> int | None:
+    """1-based candidate number from the last `\\boxed{}` of `text` (ASCII digits only: `str.isdigit`
+    accepts superscripts like '²' that int() rejects), None if there is none or it is not in 1..n."""
+    box = last_boxed(text)
+    if box is None or not (box.isascii() and box.isdigit()):
+        return None
+    k = int(box)
+    return k if 1 <= k <= n else None
+
+
+def plain_pick(text: str, n: int) -> int | None:
+    """The FIRST standalone integer in 1..n of `text` after any think block (integers outside
+    1..n are skipped), else None. First, not last: a pick leads and what follows it quotes the
+    candidates' values (SmolLM2-135M-Instruct writes `2: 4` for "candidate 2, whose answer is 4",
+    and `The final answer is 1, not 2, which is just 3 and 4, not 3.`)."""
+    for m in _STANDALONE_INT.finditer(strip_think(text)):
+        digits = m.group(0)
+        if len(digits) <= 9 and 1 <= int(digits) <= n:  # short: int() of 5,000 digits raises
+            return int(digits)
+    return None
+
+
+def read_pick(text: str, n: int, role_format: str = "boxed") -> tuple[int | None, str]:
+    """(pick in 1..n or None, form): `boxed_pick`, then under `plain` `plain_pick`."""
+    _check_role_format(role_format)
+    k = boxed_pick(text, n)
+    if k is not None:
+        return k, "boxed"
+    if role_format == "plain" and (k := plain_pick(text, n)) is not None:
+        return k, "plain"
+    return None, "none"
+
+
+def plain_verdict(text: str) -> bool | None:
+    """The first of the words correct / right (True) and incorrect / wrong (False) in `text`
+    after any think block, whole words, any case; None when there is none. A `not` or `n't`
+    right before the word negates it: `not correct` / `isn't right` are False, `not wrong` True.
+    First, as `first_verdict`: the verdict opens a review; later mentions ("the correct answer
+    is ...") are commentary. A heuristic: "Right, let me check" reads as True."""
+    m = _VERDICT_WORD.search(strip_think(text))
+    if m is None:
+        return None
+    positive = m.group(2).lower() in ("correct", "right")
+    return positive != bool(m.group(1))
+
+
+def read_verdict(text: str, role_format: str = "boxed") -> tuple[bool | None, str]:
+    """(verdict or None, form): `first_verdict`, then under `plain` `plain_verdict`."""
+    _check_role_format(role_format)
+    v = first_verdict(text)
+    if v is not None:
+        return v, "boxed"
+    if role_format == "plain" and (v := plain_verdict(text)) is not None:
+        return v, "plain"
+    return None, "none"

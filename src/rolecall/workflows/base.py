@@ -7,6 +7,7 @@ from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
 from rolecall.errors import UserError
+from rolecall.parsing import ROLE_FORMATS
 from rolecall.types import Episode, Message, Problem, Reply
 
 
@@ -133,6 +134,24 @@ def positive_int_option(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"workflow.options.{name}: must be an integer >= 1, got {value!r}")
     return value
+
+
+def role_format_option(value: Any) -> str:
+    """Validate `role_format` (`parsing.ROLE_FORMATS`), else a ValueError naming the option."""
+    if not isinstance(value, str) or value not in ROLE_FORMATS:
+        allowed = " or ".join(repr(f) for f in ROLE_FORMATS)
+        raise ValueError(f"workflow.options.role_format: must be {allowed}, got {value!r} ('plain' also reads "
+                         "a pick or verdict from plain text when a reply holds no usable \\boxed{})")
+    return value
+
+
+def form_rates(key: str, forms: list[str]) -> dict[str, float]:
+    """Under `role_format: plain`, the share of a role's parsed turns (`<key>_parsed`, either
+    form) and of those read from plain text (`<key>_plain`); {} when there are none."""
+    if not forms:
+        return {}
+    return {f"{key}_parsed": sum(f != "none" for f in forms) / len(forms),
+            f"{key}_plain": sum(f == "plain" for f in forms) / len(forms)}
 
 
 def user(text: str) -> Message:

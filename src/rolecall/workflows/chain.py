@@ -19,14 +19,19 @@ refiner that fixes drafts from one that copies them:
 - `chain/draft_acc`: the draft was right;
 - `chain/fixed`, `chain/broken`: final right after a wrong draft / wrong after a right one;
 - `chain/verdict_acc`: the verifier's verdict matched the draft's grade (unparseable = wrong).
+
+`role_format: plain` (a deviation from the boxed verdict, for small models that never box)
+also reads the verdict from plain text when the critique has no verdict box: its first word
+correct / right / incorrect / wrong (`parsing.plain_verdict`); `team.info["verifier_form"]`
+says which form gave it, and `chain/verifier_parsed` / `chain/verifier_plain` are logged.
 """
 from __future__ import annotations
 
 from statistics import fmean
 
-from rolecall.parsing import first_verdict
+from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, assistant, user
+from rolecall.workflows.base import Team, Workflow, assistant, form_rates, role_format_option, user
 
 
 class Chain(Workflow):
@@ -35,10 +40,11 @@ class Chain(Workflow):
     templates = {"generator": ("problem",), "verifier": ("problem", "solution"), "refiner": ("critique",)}
     role_diagnostics = {"verifier": ("verdict_form",)}
 
-    def __init__(self, prompts, credit: str = "outcome") -> None:
+    def __init__(self, prompts, credit: str = "outcome", role_format: str = "boxed") -> None:
         if credit not in ("outcome", "per_role"):
             raise ValueError(f"workflow.options.credit must be 'outcome' or 'per_role', got {credit!r}")
         self.credit = credit
+        self.role_format = role_format_option(role_format)
         super().__init__(prompts)
 
     async def run(self, problem: Problem, team: Team) -> str:
@@ -46,7 +52,9 @@ class Chain(Workflow):
         team.grade(draft, "drafts", reward=self.credit == "per_role")
         critique = await team.call("verifier", [user(self.render(
             "verifier", problem=problem.prompt, solution=draft.strip()))])
-        team.info["verdict"] = first_verdict(critique)
+        team.info["verdict"], form = read_verdict(critique, self.role_format)
+        if self.role_format == "plain":
+            team.info["verifier_form"] = form
         team.info["verifier_turn"] = critique.turn
         # The refiner reads the draft as the answer to the generator's prompt, then the critique:
         # the same conversation shape as a revision, played by its own role.
@@ -72,7 +80,11 @@ class Chain(Workflow):
             return {}
         wrong = [final for draft, final, _ in pairs if not draft]
         right = [final for draft, final, _ in pairs if draft]
-        return {"chain/draft_acc": fmean(draft for draft, _, _ in pairs),
-                "chain/fixed": fmean(wrong) if wrong else float("nan"),
-                "chain/broken": fmean(not f for f in right) if right else float("nan"),
-                "chain/verdict_acc": fmean(v is not None and v == draft for draft, _, v in pairs)}
+        out = {"chain/draft_acc": fmean(draft for draft, _, _ in pairs),
+               "chain/fixed": fmean(wrong) if wrong else float("nan"),
+               "chain/broken": fmean(not f for f in right) if right else float("nan"),
+               "chain/verdict_acc": fmean(v is not None and v == draft for draft, _, v in pairs)}
+        if self.role_format == "plain":
+            out.update(form_rates("chain/verifier", [ep.info["verifier_form"] for ep in episodes
+                                                     if "verifier_form" in ep.info]))
+        return out

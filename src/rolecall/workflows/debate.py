@@ -28,15 +28,21 @@ unscorable gets reward None (advantage 0). Scorer turns get the outcome reward.
 `agent0..agent{n-1}` (one policy, as co-training with a shared model); `agents: roles` gives
 each agent its own role `agent0..` (route them to separate policies, or some to `base` to
 train one debater against frozen peers).
+
+`role_format: plain` (a deviation from the boxed verdict, for small models that never box)
+also reads the scorer's verdict (`peer_scores: scorer`) from plain text when its reply has no
+verdict box: its first word correct / right / incorrect / wrong (`parsing.plain_verdict`);
+`team.info["scorer_forms"]` records the form of every scorer call. The final majority still
+counts boxed answers only (an answer's plain reading is the verifier's `reward.answer_from`).
 """
 from __future__ import annotations
 
 import asyncio
 from statistics import fmean
 
-from rolecall.parsing import first_verdict
+from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem, Reply
-from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+from rolecall.workflows.base import Team, Workflow, form_rates, positive_int_option, role_format_option, user
 from rolecall.workflows.voting import majority_choice
 
 
@@ -85,7 +91,8 @@ class Debate(Workflow):
 
     def __init__(self, prompts, n_agents: int = 3, rounds: int = 3, gamma: float = 0.3,
                  alpha_correct: float = 0.1, alpha_persuade: float = 0.1, alpha_abandon: float = 0.1,
-                 alpha_misled: float = 0.1, agents: str = "slots", peer_scores: str = "none") -> None:
+                 alpha_misled: float = 0.1, agents: str = "slots", peer_scores: str = "none",
+                 role_format: str = "boxed") -> None:
         self.n_agents = positive_int_option("n_agents", n_agents)
         self.rounds = positive_int_option("rounds", rounds)
         if agents not in ("slots", "roles"):
@@ -98,6 +105,7 @@ class Debate(Workflow):
                 raise ValueError(f"workflow.options.{key}: must be a number >= 0, got {value!r}")
         self.gamma, self.alphas = float(gamma), (alpha_correct, alpha_persuade, alpha_abandon, alpha_misled)
         self.agents, self.peer_scores = agents, peer_scores
+        self.role_format = role_format_option(role_format)
         self.agent_roles = (tuple(f"agent{a}" for a in range(self.n_agents)) if agents == "roles"
                             else ("debater",) * self.n_agents)
         self.roles = tuple(dict.fromkeys(self.agent_roles)) + (("scorer",) if peer_scores == "scorer" else ())
@@ -136,7 +144,10 @@ class Debate(Workflow):
         else:
             replies = await asyncio.gather(*(team.call("scorer", [user(self.render(
                 "scorer", problem=problem.prompt, solution=a.strip()))], slot="scorer") for a in answers))
-            verdicts = [first_verdict(v) for v in replies]
+            read = [read_verdict(v, self.role_format) for v in replies]
+            verdicts = [v for v, _ in read]
+            if self.role_format == "plain":
+                team.info.setdefault("scorer_forms", []).extend(form for _, form in read)
         return [{True: " (checked: correct)", False: " (checked: incorrect)"}.get(v, "") for v in verdicts]
 
     @staticmethod
@@ -168,6 +179,8 @@ class Debate(Workflow):
             vals = [s >= 0.5 for tab in tables if t < len(tab) for s in tab[t] if s is not None]
             if vals:
                 out[f"debate/round{t}_acc"] = fmean(vals)
+        if self.role_format == "plain":
+            out.update(form_rates("debate/scorer", [f for ep in episodes for f in ep.info.get("scorer_forms", [])]))
         flips = [(b >= 0.5, c >= 0.5) for tab in tables for t in range(1, len(tab))
                  for b, c in zip(tab[t - 1], tab[t]) if b is not None and c is not None]
         if flips:

@@ -12,15 +12,21 @@ With `evaluator_reward`, each evaluator turn is rewarded for a verdict that matc
 truth (Correct on a solution the verifier accepts, Incorrect on one it rejects; an
 unparseable verdict earns 0) instead of the episode's outcome; generator turns keep the
 outcome. `eval_opt/evaluator_accuracy` is logged either way.
+
+`role_format: plain` (a deviation from the paper, for small models that never box) also reads
+a verdict from plain text when a review has no verdict box: its first word correct / right /
+incorrect / wrong (`parsing.plain_verdict`); `team.info["evaluator_forms"]` says, per evaluator
+call, which form gave the verdict.
 """
 from __future__ import annotations
 
 from statistics import fmean
 
 from rolecall.diagnostics.trajectory import verdict_form
-from rolecall.parsing import first_verdict
+from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, assistant, positive_int_option, user
+from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, positive_int_option, role_format_option,
+                                     user)
 
 
 class EvalOpt(Workflow):
@@ -30,18 +36,22 @@ class EvalOpt(Workflow):
     templates = {"generator": ("problem",), "evaluator": ("problem", "solution"),
                  "evaluator_followup": ("solution",), "revise": ("critique",)}
 
-    def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False) -> None:
+    def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False, role_format: str = "boxed") -> None:
         super().__init__(prompts)
         self.rounds = positive_int_option("rounds", rounds)
         if not isinstance(evaluator_reward, bool):
             raise ValueError(f"workflow.options.evaluator_reward: must be true or false, got {evaluator_reward!r}")
         self.evaluator_reward = evaluator_reward
+        self.role_format = role_format_option(role_format)
 
     async def run(self, problem: Problem, team: Team) -> str:
         writer = [user(self.render("generator", problem=problem.prompt))]
         judge: list = []
         verdicts: list[bool | None] = []
         team.info["verdicts"] = verdicts
+        forms: list[str] = []
+        if self.role_format == "plain":
+            team.info["evaluator_forms"] = forms
         for i in range(self.rounds):
             answer = await team.call("generator", writer)
             team.grade(answer, "judged")  # what the evaluator's verdict is checked against
@@ -50,7 +60,9 @@ class EvalOpt(Workflow):
             judge = judge + [user(ask)]
             review = await team.call("evaluator", judge)
             judge = judge + [assistant(review)]  # a new list: the request keeps the one it was sent
-            verdicts.append(first_verdict(review))
+            verdict, form = read_verdict(review, self.role_format)
+            verdicts.append(verdict)
+            forms.append(form)
             if verdicts[-1] is True or i == self.rounds - 1:
                 break
             writer = writer + [assistant(answer), user(self.render("revise", critique=review.strip()))]
@@ -71,7 +83,7 @@ class EvalOpt(Workflow):
         if firsts:
             forms = [verdict_form(t.completion_text, len(t.completion_ids)) for t, _ in firsts]
             out.update({f"eval_opt/iter1_evaluator_form_{f}": fmean(x == f for x in forms) for f in ("fence", "stamp", "other")})
-            verdicts = [first_verdict(t.completion_text) for t, _ in firsts]
+            verdicts = [read_verdict(t.completion_text, self.role_format)[0] for t, _ in firsts]
             out["eval_opt/iter1_verdict_correct"] = fmean(v is True for v in verdicts)
             out["eval_opt/iter1_verdict_incorrect"] = fmean(v is False for v in verdicts)
             out["eval_opt/iter1_verdict_unparseable"] = fmean(v is None for v in verdicts)
@@ -79,6 +91,8 @@ class EvalOpt(Workflow):
             out["eval_opt/iter1_generator_truncated"] = fmean(t.truncated for t in gens)
         rounds = [sum(t.role == "generator" for t in ep.turns) for ep in episodes]
         out["eval_opt/generator_calls"] = fmean(rounds) if rounds else float("nan")
+        if self.role_format == "plain":  # per evaluator call, every round
+            out.update(form_rates("eval_opt/evaluator", [f for ep in episodes for f in ep.info.get("evaluator_forms", [])]))
         return out
 
 

@@ -8,6 +8,10 @@ The default is `first` because a majority fallback *rewards* an unparseable aggr
 whenever majority vote beats its own picks: measured on the embedded model, the aggregator
 learned to emit newlines within ten steps. The fallback is recorded in `team.info`.
 
+`role_format: plain` (a deviation from the paper, for small models that never box) also reads
+the pick from plain text when the reply has no usable box: its first standalone integer in
+1..n (`parsing.plain_pick`); `team.info["aggregator_form"]` says which form gave it.
+
 `aggregator: majority` replaces the LLM aggregator by a plain majority vote over the boxed
 answers (self-consistency, from "Self-Consistency Improves Chain of Thought Reasoning in
 Language Models"): the workflow then has one role, `generator`, and no aggregator turn.
@@ -18,19 +22,14 @@ import asyncio
 from collections import Counter
 from statistics import fmean
 
-from rolecall.parsing import last_boxed
+from rolecall.parsing import boxed_pick, last_boxed, read_pick
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
 
 
 def parse_choice(text: str, n: int) -> int | None:
     """1-based candidate number from the aggregator's last box, or None if unusable."""
-    box = last_boxed(text)
-    # ASCII only: str.isdigit() accepts superscripts like '²' that int() rejects.
-    if box is None or not (box.isascii() and box.isdigit()):
-        return None
-    k = int(box)
-    return k if 1 <= k <= n else None
+    return boxed_pick(text, n)
 
 
 def majority_choice(candidates: list[str]) -> int:
@@ -48,7 +47,8 @@ class Voting(Workflow):
     roles = ("generator", "aggregator")
     templates = {"generator": ("problem",), "aggregator": ("problem", "candidates", "n")}
 
-    def __init__(self, prompts, n_voters: int = 3, fallback: str = "first", aggregator: str = "llm") -> None:
+    def __init__(self, prompts, n_voters: int = 3, fallback: str = "first", aggregator: str = "llm",
+                 role_format: str = "boxed") -> None:
         if aggregator not in ("llm", "majority"):
             raise ValueError(f"workflow.options.aggregator must be 'llm' or 'majority', got {aggregator!r}")
         self.aggregator = aggregator
@@ -60,6 +60,7 @@ class Voting(Workflow):
         if fallback not in ("first", "majority"):
             raise ValueError(f"workflow.options.fallback must be 'first' or 'majority', got {fallback!r}")
         self.fallback = fallback
+        self.role_format = role_format_option(role_format)
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -71,8 +72,10 @@ class Voting(Workflow):
             listing = "\n".join(f"{i + 1}: {c.strip()}" for i, c in enumerate(candidates))
             pick = await team.call("aggregator", [user(self.render(
                 "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
-            choice = parse_choice(pick, self.n_voters)
+            choice, form = read_pick(pick, self.n_voters, self.role_format)
             team.info["aggregator_fallback"] = choice is None
+            if self.role_format == "plain":
+                team.info["aggregator_form"] = form
             if choice is None:
                 choice = majority_choice(candidates) if self.fallback == "majority" else 1
         for c in candidates:
@@ -82,7 +85,8 @@ class Voting(Workflow):
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """pass@k over the candidates, how often the pick was right when some candidate was,
-        and how often the aggregator's reply named no candidate (the fallback was used)."""
+        and how often the aggregator's reply named no candidate (the fallback was used); under
+        `role_format: plain`, how often the pick came from plain text."""
         oracle, picked_right = [], []
         for ep in episodes:
             right = [r == 1.0 for r in ep.grades("candidates")]
@@ -97,4 +101,6 @@ class Voting(Workflow):
                "voting/selection_acc": fmean(picked_right) if picked_right else float("nan")}
         if self.aggregator == "llm":
             out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)
+            if self.role_format == "plain":  # aggregator_fallback is already 1 - the parsed share
+                out["voting/aggregator_plain"] = fmean(ep.info.get("aggregator_form") == "plain" for ep in episodes)
         return out

@@ -1,0 +1,238 @@
+"""`workflow.options.role_format`: reading a role's pick or verdict from plain text when it
+holds no usable box (`plain`), and only from boxes by default (`boxed`, the papers' forms).
+The plain examples are replies SmolLM2-135M-Instruct wrote as voting's aggregator."""
+from __future__ import annotations
+
+import pytest
+
+from rolecall.algo.credit import credit
+from rolecall.parsing import plain_pick, plain_verdict, read_pick, read_verdict
+from rolecall.workflows import build_workflow, load_prompts
+from workflow_helpers import by_role, run, score_strict
+
+# Measured aggregator replies (best of 3 candidates) and the candidate each one names.
+SMOLLM_PICKS = [
+    ("2: 4", 2),  # candidate 2, whose answer is 4
+    ("1: 6\n\nThe answer is 1: 6.", 1),
+    ("The final answer is 1, not 2, which is just 3 and 4, not 3.", 1),
+]
+
+# --------------------------------------------------------------------------- picks
+
+
+@pytest.mark.parametrize("text,pick", SMOLLM_PICKS)
+def test_plain_pick_reads_the_measured_replies(text, pick):
+    assert read_pick(text, 3, "plain") == (pick, "plain")
+
+
+@pytest.mark.parametrize("text,pick", SMOLLM_PICKS)
+def test_boxed_default_ignores_plain_picks(text, pick):
+    assert read_pick(text, 3) == read_pick(text, 3, "boxed") == (None, "none")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("2: 4 so \\boxed{3}", (3, "boxed")),          # a usable box wins over an earlier plain number
+    ("\\boxed{1} though 2 looks fine", (1, "boxed")),
+    ("\\boxed{7} I mean 2", (2, "plain")),          # an out-of-range box is no usable box
+    ("\\boxed{two}, so 3", (3, "plain")),
+])
+def test_a_usable_box_wins_over_plain_text(text, expected):
+    assert read_pick(text, 3, "plain") == expected
+
+
+@pytest.mark.parametrize("text,n,pick", [
+    ("Candidate 3 is right", 3, 3),
+    ("4", 3, None),                    # out of range: no pick
+    ("12", 3, None),                   # not candidate 1 or 2: digits inside a bigger number
+    ("12", 2, None),
+    ("12 apples, so 2", 3, 2),         # out-of-range integers are skipped
+    ("1.5 then 3", 3, 3),              # a decimal is not a pick
+    ("-1 or 2", 3, 2),                 # nor a negative number
+    ("1/2 of them: 3", 3, 3),          # nor a fraction
+    ("1,000 ways; (2)", 3, 2),         # nor a thousands group; (2) is
+    ("x2 2nd 3", 3, 3),                # nor digits in a word
+    ("**2.** it is", 3, 2),            # list and bold markup around a pick are fine
+    ("<think>1</think> pick 3", 3, 3),  # reasoning is not the reply
+    ("no number here", 3, None),
+    ("9" * 5000 + " 2", 3, 2),         # a huge number is skipped, not converted
+])
+def test_plain_pick_is_the_first_standalone_integer_in_range(text, n, pick):
+    assert plain_pick(text, n) == pick
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@pytest.mark.parametrize("text,verdict", [
+    ("Incorrect.", False),
+    ("It is not correct", False),          # a negation right before the word flips it
+    ("This isn't right: 2+2 is 4", False),
+    ("Not wrong, just slow.", True),
+    ("Candidate 3 is right", True),
+    ("Correct!", True),
+    ("The solution is wrong; the correct answer is 5.", False),  # the first word counts
+    ("CORRECT", True),
+    ("It was done correctly", None),      # whole words only
+    ("incorrectness", None),
+    ("no verdict here", None),
+    ("<think>wrong?</think> Correct", True),
+])
+def test_plain_verdict_words(text, verdict):
+    assert plain_verdict(text) is verdict
+
+
+def test_incorrect_is_never_read_as_correct():
+    assert read_verdict("incorrect", "plain") == (False, "plain")
+    assert read_verdict("The answer is incorrect, not correct", "plain") == (False, "plain")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("\\boxed{Incorrect} though it looks correct", (False, "boxed")),
+    ("Correct, I thought, but \\boxed{Incorrect}", (False, "boxed")),  # a verdict box wins wherever it is
+    ("\\boxed{42} is correct", (True, "plain")),  # an answer box is no verdict box
+    ("???", (None, "none")),
+])
+def test_a_verdict_box_wins_over_plain_words(text, expected):
+    assert read_verdict(text, "plain") == expected
+
+
+@pytest.mark.parametrize("text", ["Correct", "Incorrect.", "It is not correct", "\\boxed{42} is correct"])
+def test_boxed_default_ignores_plain_verdicts(text):
+    assert read_verdict(text) == read_verdict(text, "boxed") == (None, "none")
+
+
+def test_readers_refuse_an_unknown_format():
+    with pytest.raises(ValueError, match="role_format"):
+        read_pick("\\boxed{1}", 3, "loose")
+    with pytest.raises(ValueError, match="role_format"):
+        read_verdict("\\boxed{Correct}", "loose")
+
+
+# --------------------------------------------------------------------------- the option
+
+
+@pytest.mark.parametrize("name", ["voting", "eval_opt", "chain", "debate"])
+@pytest.mark.parametrize("bad", ["Plain", "box", None, 1, ["plain"]])
+def test_an_unknown_role_format_names_the_option_and_the_allowed_values(name, bad):
+    with pytest.raises(ValueError, match=r"workflow\.options\.role_format: must be 'boxed' or 'plain', got"):
+        build_workflow(name, load_prompts("math"), {"role_format": bad})
+
+
+def test_a_config_with_an_unknown_role_format_fails_at_load():
+    from rolecall.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"workflow\.options\.role_format: must be 'boxed' or 'plain', got 'loose'"):
+        load_config(None, ["workflow.options={role_format: loose}"])
+    assert load_config(None, ["workflow.options={role_format: plain}"]).workflow.options == {"role_format": "plain"}
+
+
+@pytest.mark.parametrize("name", ["voting", "eval_opt", "chain", "debate"])
+def test_role_format_defaults_to_boxed(name):
+    assert build_workflow(name, load_prompts("math"), {}).role_format == "boxed"
+
+
+def test_orch_workers_has_no_role_format():
+    """Its strategies are plain lines already; there is no boxed form to fall back from."""
+    with pytest.raises(ValueError, match="unknown option"):
+        build_workflow("orch_workers", load_prompts("math"), {"role_format": "plain"})
+
+
+# --------------------------------------------------------------------------- whole workflows
+
+CANDIDATES = ["\\boxed{3}", "x \\boxed{42}", "y \\boxed{5}"]
+
+
+def test_voting_plain_uses_the_plain_pick_and_records_its_form():
+    eps, _ = run("voting", by_role(generator=CANDIDATES * 3, aggregator=["2: 42", "\\boxed{3}", "no idea"]),
+                 options={"role_format": "plain"}, group_size=3)
+    assert [ep.info["aggregator_form"] for ep in eps] == ["plain", "boxed", "none"]
+    assert [ep.info["selected"] for ep in eps] == [2, 3, 1]  # none: the `first` fallback
+    assert [ep.info["aggregator_fallback"] for ep in eps] == [False, False, True]
+    assert eps[0].final_answer == "x \\boxed{42}"
+    score_strict(eps)
+    m = build_workflow("voting", load_prompts("math"), {"role_format": "plain"}).metrics(eps)
+    assert m["voting/aggregator_fallback"] == pytest.approx(1 / 3)  # 1 - the parsed share, either form
+    assert m["voting/aggregator_plain"] == pytest.approx(1 / 3)
+    assert m["voting/selection_acc"] == pytest.approx(1 / 3)
+
+
+def test_voting_default_ignores_a_plain_pick_and_logs_no_form():
+    eps, _ = run("voting", by_role(generator=CANDIDATES, aggregator="2: 42"))
+    (ep,) = eps
+    assert ep.info["aggregator_fallback"] is True and ep.info["selected"] == 1
+    assert "aggregator_form" not in ep.info
+    score_strict(eps)
+    assert "voting/aggregator_plain" not in build_workflow("voting", load_prompts("math"), {}).metrics(eps)
+
+
+def test_eval_opt_plain_uses_the_plain_verdict_and_records_its_form():
+    options = {"role_format": "plain", "evaluator_reward": True}
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{42}"],
+                                     evaluator=["Incorrect. Carry the ten.", "It is correct."]), options=options)
+    (ep,) = eps
+    assert [t.role for t in ep.turns] == ["generator", "evaluator"] * 2  # a plain Correct stops it
+    assert ep.info["verdicts"] == [False, True]
+    assert ep.info["evaluator_forms"] == ["plain", "plain"]
+    assert ep.final_answer == "\\boxed{42}"
+    score_strict(eps)
+    m = credit(eps, build_workflow("eval_opt", load_prompts("math"), options))
+    assert m["eval_opt/evaluator_parsed"] == m["eval_opt/evaluator_plain"] == 1.0
+    assert m["eval_opt/evaluator_accuracy"] == 1.0
+    assert m["eval_opt/iter1_verdict_incorrect"] == 1.0 and m["eval_opt/iter1_verdict_unparseable"] == 0.0
+    evaluators = [t.index for t in ep.turns if t.role == "evaluator"]
+    assert ep.turn_rewards == dict(zip(evaluators, [1.0, 1.0]))  # plain verdicts earn evaluator_reward
+
+
+def test_eval_opt_plain_mixed_forms_per_call():
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{2}", "\\boxed{42}"],
+                                     evaluator=["hmm", "\\boxed{Incorrect} but right idea", "Right."]),
+                 options={"role_format": "plain"})
+    (ep,) = eps
+    assert ep.info["verdicts"] == [None, False, True]
+    assert ep.info["evaluator_forms"] == ["none", "boxed", "plain"]
+    score_strict(eps)
+    m = build_workflow("eval_opt", load_prompts("math"), {"role_format": "plain"}).metrics(eps)
+    assert m["eval_opt/evaluator_parsed"] == pytest.approx(2 / 3)
+    assert m["eval_opt/evaluator_plain"] == pytest.approx(1 / 3)
+
+
+def test_eval_opt_default_reads_no_plain_verdict():
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{1}", "\\boxed{42}"], evaluator=["Correct", "\\boxed{Correct}"]))
+    (ep,) = eps
+    assert ep.info["verdicts"] == [None, True] and "evaluator_forms" not in ep.info
+    score_strict(eps)
+    assert "eval_opt/evaluator_parsed" not in build_workflow("eval_opt", load_prompts("math"), {}).metrics(eps)
+
+
+def test_chain_plain_reads_the_verifiers_plain_verdict():
+    options = {"role_format": "plain", "credit": "per_role"}
+    eps, _ = run("chain", by_role(generator="\\boxed{41}", verifier="It is not correct: 12+30 is 42.",
+                                  refiner="\\boxed{42}"), options=options)
+    (ep,) = eps
+    assert ep.info["verdict"] is False and ep.info["verifier_form"] == "plain"
+    score_strict(eps)
+    m = credit(eps, build_workflow("chain", load_prompts("math"), options))
+    assert m["chain/verdict_acc"] == 1.0
+    assert m["chain/verifier_parsed"] == m["chain/verifier_plain"] == 1.0
+    assert ep.turn_rewards[ep.info["verifier_turn"]] == 1.0
+
+
+def test_debate_plain_reads_the_scorers_plain_verdicts():
+    calls = []
+
+    def script(req):
+        calls.append((req.policy, req.messages[-1]["content"]))
+        if req.policy == "scorer":
+            return "Correct." if "42" in req.messages[-1]["content"] else "\\boxed{Incorrect}"
+        return "\\boxed{42}" if len(calls) != 1 else "\\boxed{7}"
+
+    options = {"n_agents": 2, "rounds": 2, "peer_scores": "scorer", "role_format": "plain"}
+    eps, _ = run("debate", script, options=options, routes={"debater": "debater", "scorer": "scorer"})
+    (ep,) = eps
+    assert ep.info["scorer_forms"] == ["boxed", "plain"]  # agent0 said 7, agent1 said 42
+    debater_prompts = [text for policy, text in calls if policy == "debater"]
+    assert "2: \\boxed{42} (checked: correct)" in debater_prompts[2]  # agent0 sees agent1, scored in plain
+    assert "2: \\boxed{7} (checked: incorrect)" in debater_prompts[3]
+    score_strict(eps)
+    m = build_workflow("debate", load_prompts("math"), options).metrics(eps)
+    assert m["debate/scorer_parsed"] == 1.0 and m["debate/scorer_plain"] == 0.5
