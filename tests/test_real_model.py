@@ -66,3 +66,23 @@ def test_one_voting_step_and_its_resume(smollm2, tmp_path):
     assert [r["step"] for r in more.metrics if "reward/mean" in r] == [1, 2]
     assert more.latest_checkpoint.name == "step_2"
     assert all(r.get(k) == r.get(k) for r in more.metrics for k in r if k.endswith("/loss"))  # finite losses
+
+
+def test_every_real_config_loads_and_names_the_real_model():
+    """The shipped real tier (no model needed): each config checks, on the `small` prompts and the
+    number fallback, with plain role formats wherever its workflow parses a role's output."""
+    from rolecall.compose.team import build_team
+    from rolecall.config import load_config
+    from rolecall.shipped_configs import shipped_configs
+
+    names = [n for n in shipped_configs() if n.startswith("real/")]
+    assert {f"real/smollm2-{w}" for w in ("single", "voting-ip", "voting-sp", "eval_opt-ip", "eval_opt-sp",
+                                          "orch_workers-ip", "orch_workers-sp", "chain", "debate")} <= set(names)
+    for name in names:
+        cfg = load_config(name)
+        assert cfg.model.path == "smollm2-135m" and cfg.workflow.prompts == "small"
+        assert cfg.reward.answer_from == "boxed_or_last_number" and cfg.task.name == "reasoning_gym"
+        workflow = build_team(cfg).workflow
+        if cfg.workflow.name in ("voting", "eval_opt", "chain"):
+            assert cfg.workflow.options["role_format"] == "plain", name
+        assert workflow.name == cfg.workflow.name

@@ -20,7 +20,9 @@ from rolecall.registry import defined, discover
 from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
 
 WORKFLOWS: dict[str, type[Workflow]] = {w.name: w for w in discover(__name__, defined(Workflow))}
-PROMPT_SETS = ("math", "code", "paper_math", "paper_code", "search", "deliberation")
+# A shipped prompt set is one file in prompts/: its name is the file's stem.
+PROMPT_SETS = tuple(sorted(p.name.removesuffix(".yaml") for p in resources.files("rolecall.workflows").joinpath("prompts").iterdir()
+                           if p.name.endswith(".yaml")))
 
 __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user", "load_prompts", "workflow_prompts",
            "resolve_workflow_class", "build_workflow"]
