@@ -1,0 +1,82 @@
+"""What every benchmark result records about how it was made, and how results are kept.
+
+`provenance(...)` gives the commit (and whether the tree had uncommitted changes), the model
+weights' hash, the library versions, the machine (cores, and the fp32 matmul rate measured in
+the same run: it drifts from day to day here), the date and the exact command.
+`append_result` adds a result to a file's history and never overwrites an earlier one;
+`latest` picks the newest result per measure for a summary.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """SHA-256 over the directory's weight files, in name order."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin")):
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 20):
+                h.update(block)
+    return h.hexdigest()
+
+
+def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
+    """This machine's fp32 matmul rate now, GFLOP/s (an n^3 product, after a warm-up)."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+
+
+def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
+    versions = {}
+    for name in ("torch", "transformers", "peft", "reasoning-gym"):
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            versions[name] = None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
+            "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
+            "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
+                        "matmul_gflops": round(matmul_gflops(), 1) if matmul else None},
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+
+
+def append_result(path: Path, key: str, entry: dict) -> None:
+    """Add `entry` to the list `key` of the JSON file at `path` (made if absent); earlier entries stay."""
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.setdefault(key, []).append(entry)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def latest(entries: list[dict], *fields: str) -> list[dict]:
+    """The newest entry for each combination of `fields` (entries are in the order they were added)."""
+    out: dict[tuple, dict] = {}
+    for e in entries:
+        out[tuple(e.get(f) for f in fields)] = e
+    return list(out.values())

@@ -1,0 +1,130 @@
+"""Learning on the real tier: SmolLM2-135M-Instruct, each shipped `configs/real/` config, on 2 cores.
+
+    rolecall get-model smollm2-135m                               # once
+    python benchmarks/real_learning.py --base-only                # step-0 accuracy of every config
+    python benchmarks/real_learning.py --only voting-ip           # one config, 60 minutes
+    python benchmarks/real_learning.py                            # every config, 60 minutes each
+
+Each run is the real CLI, `rolecall train configs/real/smollm2-<name>.yaml` with
+`train.max_minutes` at the budget, read back from its metrics.jsonl: the step-0 validation
+accuracy (the base model: fresh LoRA adapters change nothing), the best validation accuracy,
+its step and minutes, and for each role whose output the workflow parses (the aggregator's
+pick, the evaluator's or verifier's verdict) the fraction of validation episodes at that step
+in which it parsed. Every entry is appended to benchmarks/results/real_learning.json with its
+provenance (commit, model hash, versions, machine, command); nothing earlier is overwritten,
+and the table printed at the end shows the newest entry per config.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.learning import run_child  # noqa: E402  (after the path fix above)
+from benchmarks.provenance import append_result, latest, provenance  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = HERE.parent / "configs" / "real"
+RESULT = HERE / "results" / "real_learning.json"
+NAMES = ["single", "voting-ip", "voting-sp", "eval_opt-ip", "eval_opt-sp", "orch_workers-ip", "orch_workers-sp",
+         "chain", "debate"]
+
+
+def config_path(name: str) -> Path:
+    return CONFIGS / f"smollm2-{name}.yaml"
+
+
+def role_format(row: dict) -> dict:
+    """{role: share of validation episodes (or calls) whose output parsed}, from the workflow's
+    `<role>_parsed` metrics; voting logs its aggregator's as `aggregator_fallback` (1 - parsed)."""
+    out = {k.rsplit("/", 1)[-1].removesuffix("_parsed"): v for k, v in row.items()
+           if k.startswith("val/") and k.endswith("_parsed") and v is not None}
+    if row.get("val/voting/aggregator_fallback") is not None:
+        out["aggregator"] = 1.0 - row["val/voting/aggregator_fallback"]
+    return out
+
+
+def read_run(run_dir: Path) -> dict:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    vals = [r for r in rows if "val/accuracy" in r]
+    base = next(r for r in vals if r["step"] == 0)
+    trained = [r for r in vals if r["step"] > 0] or [base]
+    best = max(trained, key=lambda r: (r["val/accuracy"], -r["step"]))  # ties: the earliest
+    stop = next((r for r in reversed(rows) if r.get("event") == "stop"), None)
+    return {"base": base["val/accuracy"], "best": best["val/accuracy"], "best_step": best["step"],
+            "minutes_to_best": round(best["time/elapsed_s"] / 60, 1), "role_format": role_format(best),
+            "role_format_base": role_format(base),
+            "curve": [[r["step"], r["val/accuracy"], round(r["time/elapsed_s"] / 60, 1)] for r in vals],
+            "stopped": stop and stop.get("reason")}
+
+
+def describe(name: str) -> dict:
+    import rolecall
+
+    cfg = rolecall.make_config(str(config_path(name)))
+    return {"config": f"configs/real/smollm2-{name}.yaml", "workflow": cfg.workflow.name,
+            "routing": None if cfg.workflow.name in ("single",) else cfg.routing,
+            "task": f"reasoning_gym:{cfg.task.gym} {json.dumps(cfg.task.gym_options, sort_keys=True)}",
+            "val_problems": cfg.task.n_val}
+
+
+def learn(name: str, budget_min: float, keep: Path) -> dict:
+    out = keep / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    cmd = [sys.executable, "-m", "rolecall", "train", str(config_path(name)), "--out", str(out),
+           f"train.max_minutes={budget_min}"]
+    t0 = time.time()
+    run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
+    return {**read_run(out), "budget_min": budget_min, "wall_min": round((time.time() - t0) / 60, 1),
+            "run_dir": str(out)}
+
+
+def base_only(name: str) -> dict:
+    """The step-0 validation of the config, alone: the base model's accuracy and role formats."""
+    import rolecall
+
+    m = rolecall.evaluate(rolecall.make_config(str(config_path(name))), base=True)
+    return {"base": m["val/accuracy"], "role_format_base": role_format(m), "base_only": True}
+
+
+def table(entries: list[dict]) -> str:
+    lines = ["| config | base | best | step | minutes | role formats at best |", "|---|---|---|---|---|---|"]
+    for e in entries:
+        formats = ", ".join(f"{k} {v:.2f}" for k, v in (e.get("role_format") or e.get("role_format_base") or {}).items())
+        lines.append(f"| {e['config']} | {e['base']:.3f} | {e.get('best', float('nan')):.3f} | {e.get('best_step', '')} "
+                     f"| {e.get('minutes_to_best', '')} | {formats} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(NAMES), help="Comma-separated config names (default: all).")
+    ap.add_argument("--budget-min", type=float, default=60.0, help="Wall-clock budget of each run, minutes.")
+    ap.add_argument("--base-only", action="store_true", help="Only the base model's accuracy of each config.")
+    ap.add_argument("--keep", type=Path, default=None, help="Where the run directories go (default: a temp dir).")
+    args = ap.parse_args()
+    from rolecall.policies.real_models import real_model_dir
+
+    keep = args.keep or Path(tempfile.mkdtemp(prefix="rolecall-real-"))
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(NAMES))
+    if unknown:
+        sys.exit(f"--only: unknown {unknown}; known: {NAMES}")
+    prov = provenance(real_model_dir("smollm2-135m"))
+    for name in names:
+        measured = base_only(name) if args.base_only else learn(name, args.budget_min, keep)
+        entry = {**describe(name), "base_model": "smollm2-135m", **measured, **prov}
+        entry["model_sha256"] = prov["model_sha256"]
+        append_result(RESULT, "runs", entry)
+        print(json.dumps({k: v for k, v in entry.items() if k not in ("curve", "versions", "machine")}), flush=True)
+    runs = json.loads(RESULT.read_text())["runs"]
+    print(table(latest([r for r in runs if bool(r.get("base_only")) == args.base_only], "config")))
+
+
+if __name__ == "__main__":
+    main()
