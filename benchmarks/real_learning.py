@@ -115,9 +115,9 @@ def main() -> None:
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
         sys.exit(f"--only: unknown {unknown}; known: {NAMES}")
-    prov = provenance(real_model_dir("smollm2-135m"))
     for name in names:
         measured = base_only(name) if args.base_only else learn(name, args.budget_min, keep)
+        prov = provenance(real_model_dir("smollm2-135m"))  # after the run: its date, the machine's rate then
         entry = {**describe(name), "base_model": "smollm2-135m", **measured, **prov}
         entry["model_sha256"] = prov["model_sha256"]
         append_result(RESULT, "runs", entry)

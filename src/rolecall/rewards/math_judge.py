@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rolecall.rewards.worker import CRASHED, NO_WORKER, OVERRAN, RAISED, LineWorker
+from rolecall.rewards.worker import CRASHED, NO_WORKER, OVERRAN, RAISED, LineWorker, describe_failure
 
 _STARTUP_S = 60.0  # importing sympy + math-verify on a busy 2-core machine
 
@@ -77,16 +77,8 @@ class MathJudge:
         return (None, failure) if resp is None else (bool(resp["equal"]), failure)
 
     def _describe(self, failure: tuple[str, str], subject: str) -> str:
-        kind, detail = failure
-        if kind == OVERRAN:
-            return f"judging {subject} overran the {self.deadline_s:g} s deadline"
-        if kind == CRASHED:
-            return f"the judge crashed on {subject}" + (f" ({detail})" if detail else "")
-        if kind == RAISED:
-            return f"the judge raised on {subject} ({detail})"
-        if kind == NO_WORKER:
-            return f"the math judge's worker could not run ({detail})"
-        return "the math judge's worker answered out of step"
+        return describe_failure(failure, subject, deadline_s=self.deadline_s, doing="judging", who="the judge",
+                                worker="the math judge's worker")
 
     @property
     def restarts(self) -> int:  # worker kills (deadline overruns, crashes), for metrics

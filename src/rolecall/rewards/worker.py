@@ -19,6 +19,22 @@ from collections.abc import Mapping, Sequence
 
 # Why a request got no answer. Only the first three can be caused by what was asked.
 OVERRAN, CRASHED, RAISED, NO_WORKER, OUT_OF_STEP = "overran", "crashed", "raised", "no worker", "out of step"
+
+
+def describe_failure(failure: tuple[str, str], subject: str, *, deadline_s: float, doing: str, who: str,
+                     worker: str) -> str:
+    """One line for a failed request: e.g. `judging <subject> overran the 5 s deadline`, `<who>
+    crashed on <subject>`, `<worker> could not run (<why>)`."""
+    kind, detail = failure
+    if kind == OVERRAN:
+        return f"{doing} {subject} overran the {deadline_s:g} s deadline"
+    if kind == CRASHED:
+        return f"{who} crashed on {subject}" + (f" ({detail})" if detail else "")
+    if kind == RAISED:
+        return f"{who} raised on {subject} ({detail})"
+    if kind == NO_WORKER:
+        return f"{worker} could not run ({detail})"
+    return f"{worker} answered out of step"
 Failure = tuple[str, str]  # (one of the kinds above, detail); ("", "") when answered
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from rolecall.parsing import final_answer
 from rolecall.rewards.base import Score, VerifierSpec
-from rolecall.rewards.worker import CRASHED, NO_WORKER, OVERRAN, RAISED, LineWorker
+from rolecall.rewards.worker import CRASHED, NO_WORKER, OVERRAN, RAISED, LineWorker, describe_failure
 from rolecall.types import Problem
 
 _STARTUP_S = 120.0  # importing reasoning-gym and building a dataset on a busy machine
@@ -85,15 +85,9 @@ class ReasoningGymVerifier:
 
     def _describe(self, worker: LineWorker, failure: tuple[str, str], subject: str) -> str:
         kind, detail = failure
-        if kind == OVERRAN:
-            return f"scoring {subject} overran the {self.deadline_s:g} s deadline"
-        if kind == CRASHED:
-            return f"reasoning-gym's scorer crashed on {subject}" + (f" ({detail})" if detail else "")
-        if kind == RAISED:
-            return f"reasoning-gym's score_answer raised on {subject} ({detail})"
-        if kind == NO_WORKER:
-            return f"the reasoning-gym worker could not run ({worker.startup_error or detail})"
-        return "the reasoning-gym worker answered out of step"
+        return describe_failure((kind, (worker.startup_error or detail) if kind == NO_WORKER else detail), subject,
+                                deadline_s=self.deadline_s, doing="scoring", who="reasoning-gym's score_answer",
+                                worker="the reasoning-gym worker")
 
     def close(self) -> None:
         with self._lock:
