@@ -116,8 +116,9 @@ def main() -> None:
     if unknown:
         sys.exit(f"--only: unknown {unknown}; known: {NAMES}")
     for name in names:
+        prov = provenance(real_model_dir("smollm2-135m"))  # before the run: the code it starts from
         measured = base_only(name) if args.base_only else learn(name, args.budget_min, keep)
-        prov = provenance(real_model_dir("smollm2-135m"))  # after the run: its date, the machine's rate then
+        prov["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         entry = {**describe(name), "base_model": "smollm2-135m", **measured, **prov}
         entry["model_sha256"] = prov["model_sha256"]
         append_result(RESULT, "runs", entry)

@@ -40,7 +40,21 @@ def real_base() -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLES: dict[str, Callable[[], str]] = {"real_base": real_base}
+def real_learning() -> str:
+    """The real tier's learning runs: the newest timed run of each config."""
+    runs = json.loads((RESULTS / "real_learning.json").read_text())["runs"]
+    rows = ["| config | base | best (step, minutes) | budget | role formats parsed: base → best | measured |",
+            "|---|---|---|---|---|---|"]
+    for e in latest([r for r in runs if not r.get("base_only")], "config"):
+        base, best = e.get("role_format_base", {}), e.get("role_format", {})
+        formats = ", ".join(f"{k} {base.get(k, float('nan')):.2f} → {v:.2f}" for k, v in sorted(best.items())) or "—"
+        rows.append(f"| `{e['config']}` | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
+                    f"| {e['budget_min']:g} min | {formats} | {e['date'][:10]}, {str(e['commit'])[:7]}"
+                    f"{' (dirty)' if e.get('dirty') else ''} |")
+    return "\n".join(rows) + "\n"
+
+
+TABLES: dict[str, Callable[[], str]] = {"real_base": real_base, "real_learning": real_learning}
 
 
 def render(text: str) -> tuple[str, list[str]]:

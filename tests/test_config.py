@@ -60,7 +60,7 @@ def test_unknown_workflow():
 
 
 def test_unknown_workflow_option():
-    with pytest.raises(ConfigError, match=r"workflow\.options: unknown option.*\['n_voters', 'fallback', 'aggregator', 'role_format'\]"):
+    with pytest.raises(ConfigError, match=r"workflow\.options: unknown option.*\['n_voters', 'fallback', 'aggregator', 'role_format', 'format_penalty'\]"):
         load_config(None, ["workflow.options={rounds: 2}"])
 
 

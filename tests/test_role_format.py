@@ -236,3 +236,27 @@ def test_debate_plain_reads_the_scorers_plain_verdicts():
     score_strict(eps)
     m = build_workflow("debate", load_prompts("math"), options).metrics(eps)
     assert m["debate/scorer_parsed"] == 1.0 and m["debate/scorer_plain"] == 0.5
+
+
+def test_voting_format_penalty_charges_only_an_aggregator_whose_pick_fell_back():
+    """Per-role format credit: the fallback's pick is not the aggregator's, so it is not paid as one."""
+    options = {"role_format": "plain", "format_penalty": 0.5}
+    eps, _ = run("voting", by_role(generator=CANDIDATES * 3, aggregator=["2: 42", "no idea", "no idea"]),
+                 options=options, group_size=3)
+    score_strict(eps)
+    wf = build_workflow("voting", load_prompts("math"), options)
+    credit(eps, wf)
+    picked, fell_back = eps[0], eps[1]
+    assert picked.turn_rewards == {}  # parsed: every turn keeps the outcome
+    agg = next(t.index for t in fell_back.turns if t.role == "aggregator")
+    assert fell_back.turn_rewards == {agg: fell_back.reward - 0.5}
+    assert fell_back.info["aggregator_turn"] == agg
+
+
+def test_voting_format_penalty_is_checked_and_off_by_default():
+    with pytest.raises(ValueError, match="format_penalty must be a number >= 0"):
+        build_workflow("voting", load_prompts("math"), {"format_penalty": -1})
+    eps, _ = run("voting", by_role(generator=CANDIDATES, aggregator="no idea"))
+    score_strict(eps)
+    credit(eps, build_workflow("voting", load_prompts("math"), {}))
+    assert eps[0].turn_rewards == {} and "aggregator_turn" not in eps[0].info

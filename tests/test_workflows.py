@@ -52,7 +52,7 @@ def test_unknown_workflow_lists_allowed_names():
 
 
 def test_unknown_option_names_the_allowed_options():
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters', 'fallback', 'aggregator', 'role_format'\]"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['voters'\].*allowed: \['n_voters', 'fallback', 'aggregator', 'role_format', 'format_penalty'\]"):
         build_workflow("voting", load_prompts(), {"voters": 3})
 
 

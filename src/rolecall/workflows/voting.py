@@ -48,7 +48,7 @@ class Voting(Workflow):
     templates = {"generator": ("problem",), "aggregator": ("problem", "candidates", "n")}
 
     def __init__(self, prompts, n_voters: int = 3, fallback: str = "first", aggregator: str = "llm",
-                 role_format: str = "boxed") -> None:
+                 role_format: str = "boxed", format_penalty: float = 0.0) -> None:
         if aggregator not in ("llm", "majority"):
             raise ValueError(f"workflow.options.aggregator must be 'llm' or 'majority', got {aggregator!r}")
         self.aggregator = aggregator
@@ -61,6 +61,9 @@ class Voting(Workflow):
             raise ValueError(f"workflow.options.fallback must be 'first' or 'majority', got {fallback!r}")
         self.fallback = fallback
         self.role_format = role_format_option(role_format)
+        if isinstance(format_penalty, bool) or not isinstance(format_penalty, (int, float)) or format_penalty < 0:
+            raise ValueError(f"workflow.options.format_penalty must be a number >= 0, got {format_penalty!r}")
+        self.format_penalty = float(format_penalty)
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -74,6 +77,8 @@ class Voting(Workflow):
                 "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
             choice, form = read_pick(pick, self.n_voters, self.role_format)
             team.info["aggregator_fallback"] = choice is None
+            if self.format_penalty:
+                team.info["aggregator_turn"] = pick.turn
             if self.role_format == "plain":
                 team.info["aggregator_form"] = form
             if choice is None:
@@ -82,6 +87,15 @@ class Voting(Workflow):
             team.grade(c, "candidates")  # for pass@k and the aggregator's selection accuracy
         team.info["selected"] = choice
         return candidates[choice - 1]
+
+    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
+        """With `format_penalty`, the aggregator's turn earns the outcome less the penalty when its
+        reply named no candidate (the fallback picked): a deviation from the paper's outcome-only
+        reward, so that an aggregator whose pick is replaced by the fallback is not paid as if it
+        had picked. Other turns keep the outcome."""
+        if not self.format_penalty or not episode.info.get("aggregator_fallback") or episode.reward is None:
+            return None
+        return {episode.info["aggregator_turn"]: episode.reward - self.format_penalty}
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """pass@k over the candidates, how often the pick was right when some candidate was,
