@@ -76,7 +76,7 @@ def append_result(path: Path, key: str, entry: dict) -> None:
 
 def latest(entries: list[dict], *fields: str) -> list[dict]:
     """The newest entry for each combination of `fields` (entries are in the order they were added)."""
-    out: dict[tuple, dict] = {}
-    for e in entries:
-        out[tuple(e.get(f) for f in fields)] = e
+    out: dict[str, dict] = {}
+    for e in entries:  # a missing field and an empty one (no overrides) are the same measure
+        out[json.dumps([e.get(f) or None for f in fields], sort_keys=True)] = e
     return list(out.values())

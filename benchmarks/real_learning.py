@@ -74,9 +74,9 @@ def describe(name: str) -> dict:
             "val_problems": cfg.task.n_val}
 
 
-def learn(name: str, budget_min: float, keep: Path) -> dict:
+def learn(name: str, budget_min: float, keep: Path, overrides: list[str]) -> dict:
     out = keep / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cmd = [sys.executable, "-m", "rolecall", "train", str(config_path(name)), "--out", str(out),
+    cmd = [sys.executable, "-m", "rolecall", "train", str(config_path(name)), "--out", str(out), *overrides,
            f"train.max_minutes={budget_min}"]
     t0 = time.time()
     run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
@@ -106,6 +106,9 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(NAMES), help="Comma-separated config names (default: all).")
     ap.add_argument("--budget-min", type=float, default=60.0, help="Wall-clock budget of each run, minutes.")
     ap.add_argument("--base-only", action="store_true", help="Only the base model's accuracy of each config.")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="A config override for every run (recorded with the entry), e.g. "
+                         "workflow.options.format_penalty=0.5.")
     ap.add_argument("--keep", type=Path, default=None, help="Where the run directories go (default: a temp dir).")
     args = ap.parse_args()
     from rolecall.policies.real_models import real_model_dir
@@ -117,14 +120,14 @@ def main() -> None:
         sys.exit(f"--only: unknown {unknown}; known: {NAMES}")
     for name in names:
         prov = provenance(real_model_dir("smollm2-135m"))  # before the run: the code it starts from
-        measured = base_only(name) if args.base_only else learn(name, args.budget_min, keep)
+        measured = base_only(name) if args.base_only else learn(name, args.budget_min, keep, args.overrides)
         prov["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        entry = {**describe(name), "base_model": "smollm2-135m", **measured, **prov}
+        entry = {**describe(name), "overrides": args.overrides, "base_model": "smollm2-135m", **measured, **prov}
         entry["model_sha256"] = prov["model_sha256"]
         append_result(RESULT, "runs", entry)
         print(json.dumps({k: v for k, v in entry.items() if k not in ("curve", "versions", "machine")}), flush=True)
     runs = json.loads(RESULT.read_text())["runs"]
-    print(table(latest([r for r in runs if bool(r.get("base_only")) == args.base_only], "config")))
+    print(table(latest([r for r in runs if bool(r.get("base_only")) == args.base_only], "config", "overrides")))
 
 
 if __name__ == "__main__":

@@ -45,10 +45,11 @@ def real_learning() -> str:
     runs = json.loads((RESULTS / "real_learning.json").read_text())["runs"]
     rows = ["| config | base | best (step, minutes) | budget | role formats parsed: base → best | measured |",
             "|---|---|---|---|---|---|"]
-    for e in latest([r for r in runs if not r.get("base_only")], "config"):
+    for e in latest([r for r in runs if not r.get("base_only")], "config", "overrides"):
         base, best = e.get("role_format_base", {}), e.get("role_format", {})
         formats = ", ".join(f"{k} {base.get(k, float('nan')):.2f} → {v:.2f}" for k, v in sorted(best.items())) or "—"
-        rows.append(f"| `{e['config']}` | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
+        config = f"`{e['config']}`" + "".join(f" `{o}`" for o in e.get("overrides") or [])
+        rows.append(f"| {config} | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
                     f"| {e['budget_min']:g} min | {formats} | {e['date'][:10]}, {str(e['commit'])[:7]}"
                     f"{' (dirty)' if e.get('dirty') else ''} |")
     return "\n".join(rows) + "\n"
