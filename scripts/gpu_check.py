@@ -28,10 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 BF16_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10": 125e12}
 # Qwen3-0.6B's decoder (its config.json); the vocabulary is rolecall's character tokenizer's,
 # since random weights need a tokenizer that decodes every id they may sample.
-QWEN3_06B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                 num_key_value_heads=8, head_dim=128, rope_theta=1e6)
-SMALL = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, head_dim=32, rope_theta=1e6)
+QWEN3_06B = dict(hidden=1024, intermediate=3072, layers=28, heads=16, kv_heads=8, head_dim=128)
+SMALL = dict(hidden=128, intermediate=384, layers=2, heads=4, kv_heads=2, head_dim=32)
 
 
 class Check:
@@ -129,21 +127,12 @@ def matmul_rate(device: str, dtype, n: int, reps: int) -> float:
 
 
 def make_random_model(directory: Path, shape: dict) -> Path:
-    """A Qwen3 of `shape` with random weights and rolecall's character tokenizer and chat template."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    """A Qwen3 of `shape` with random weights, rolecall's character tokenizer and chat template
+    (the compute benchmark's builder)."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.compute_model import Shape, make_model
 
-    from rolecall.basemodel.tokenizer import build_tokenizer
-    from rolecall.policies.model import embedded_dir
-
-    tok = build_tokenizer()
-    torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
-                      eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **shape)
-    Qwen3ForCausalLM(cfg).save_pretrained(directory)
-    tok.save_pretrained(directory)
-    (directory / "chat_template.jinja").write_text((embedded_dir() / "chat_template.jinja").read_text())
-    return directory
+    return make_model(directory, Shape(**shape))
 
 
 def linear_weights(model_dir: Path) -> tuple[int, int, int]:
