@@ -41,13 +41,10 @@ def config_path(name: str) -> Path:
 
 
 def role_format(row: dict) -> dict:
-    """{role: share of validation episodes (or calls) whose output parsed}, from the workflow's
-    `<role>_parsed` metrics; voting logs its aggregator's as `aggregator_fallback` (1 - parsed)."""
-    out = {k.rsplit("/", 1)[-1].removesuffix("_parsed"): v for k, v in row.items()
-           if k.startswith("val/") and k.endswith("_parsed") and v is not None}
-    if row.get("val/voting/aggregator_fallback") is not None:
-        out["aggregator"] = 1.0 - row["val/voting/aggregator_fallback"]
-    return out
+    """{role: share of validation episodes (or calls) whose output parsed}, from the workflows'
+    `<role>_parsed` metrics (logged under `role_format: plain`)."""
+    return {k.rsplit("/", 1)[-1].removesuffix("_parsed"): v for k, v in row.items()
+            if k.startswith("val/") and k.endswith("_parsed") and v is not None}
 
 
 def read_run(run_dir: Path) -> dict:

@@ -115,6 +115,7 @@ class Voting(Workflow):
                "voting/selection_acc": fmean(picked_right) if picked_right else float("nan")}
         if self.aggregator == "llm":
             out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)
-            if self.role_format == "plain":  # aggregator_fallback is already 1 - the parsed share
+            if self.role_format == "plain":  # the same `<role>_parsed` name as the other workflows' parsed roles
+                out["voting/aggregator_parsed"] = 1.0 - out["voting/aggregator_fallback"]
                 out["voting/aggregator_plain"] = fmean(ep.info.get("aggregator_form") == "plain" for ep in episodes)
         return out
