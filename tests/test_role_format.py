@@ -250,13 +250,82 @@ def test_voting_format_penalty_charges_only_an_aggregator_whose_pick_fell_back()
     assert picked.turn_rewards == {}  # parsed: every turn keeps the outcome
     agg = next(t.index for t in fell_back.turns if t.role == "aggregator")
     assert fell_back.turn_rewards == {agg: fell_back.reward - 0.5}
-    assert fell_back.info["aggregator_turn"] == agg
+    assert fell_back.info["unformatted_turns"] == [agg]
 
 
-def test_voting_format_penalty_is_checked_and_off_by_default():
-    with pytest.raises(ValueError, match="format_penalty must be a number >= 0"):
-        build_workflow("voting", load_prompts("math"), {"format_penalty": -1})
+@pytest.mark.parametrize("workflow", ["voting", "eval_opt", "chain", "orch_workers", "debate"])
+def test_format_penalty_is_checked_and_off_by_default(workflow):
+    for bad in (-1, True, float("nan"), "0.5"):
+        with pytest.raises(ValueError, match="format_penalty must be a number >= 0"):
+            build_workflow(workflow, load_prompts("math"), {"format_penalty": bad})
+    assert build_workflow(workflow, load_prompts("math"), {}).format_penalty == 0.0
+
+
+def test_voting_without_format_penalty_records_and_charges_nothing():
     eps, _ = run("voting", by_role(generator=CANDIDATES, aggregator="no idea"))
     score_strict(eps)
     credit(eps, build_workflow("voting", load_prompts("math"), {}))
-    assert eps[0].turn_rewards == {} and "aggregator_turn" not in eps[0].info
+    assert eps[0].turn_rewards == {} and "unformatted_turns" not in eps[0].info
+
+
+def test_eval_opt_format_penalty_charges_each_evaluator_turn_without_a_verdict():
+    options = {"rounds": 2, "role_format": "plain", "format_penalty": 0.5}
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{41}", "\\boxed{42}"], evaluator=["hmm", "Correct."]),
+                 options=options)
+    (ep,) = eps
+    score_strict(eps)
+    credit(eps, build_workflow("eval_opt", load_prompts("math"), options))
+    first, second = [t.index for t in ep.turns if t.role == "evaluator"]
+    assert ep.info["verdicts"] == [None, True] and ep.reward == 1.0
+    assert ep.turn_rewards == {first: 0.5}  # the parsed second verdict keeps the outcome
+
+
+def test_eval_opt_format_penalty_comes_off_the_evaluators_own_reward():
+    options = {"rounds": 2, "role_format": "plain", "format_penalty": 0.5, "evaluator_reward": True}
+    eps, _ = run("eval_opt", by_role(generator=["\\boxed{41}", "\\boxed{42}"], evaluator=["hmm", "Correct."]),
+                 options=options)
+    (ep,) = eps
+    score_strict(eps)
+    credit(eps, build_workflow("eval_opt", load_prompts("math"), options))
+    first, second = [t.index for t in ep.turns if t.role == "evaluator"]
+    assert ep.turn_rewards == {first: -0.5, second: 1.0}  # no verdict: 0 - 0.5; a right verdict: 1
+
+
+def test_chain_format_penalty_charges_a_verifier_without_a_verdict():
+    options = {"role_format": "plain", "format_penalty": 0.25}
+    eps, _ = run("chain", by_role(generator="\\boxed{41}", verifier="Let me see.", refiner="\\boxed{42}"),
+                 options=options)
+    (ep,) = eps
+    score_strict(eps)
+    credit(eps, build_workflow("chain", load_prompts("math"), options))
+    assert ep.info["verdict"] is None
+    assert ep.turn_rewards == {ep.info["verifier_turn"]: 0.75}
+
+
+def test_orch_workers_format_penalty_charges_a_short_plan_and_logs_the_parsed_share():
+    options = {"n_workers": 2, "format_penalty": 0.5}
+    eps, _ = run("orch_workers", by_role(orchestrator=["1. add\n2. count", "just add"], worker="\\boxed{42}",
+                                         synthesizer="\\boxed{42}"), options=options, group_size=2)
+    score_strict(eps)
+    m = credit(eps, build_workflow("orch_workers", load_prompts("math"), options))
+    full, short = eps
+    assert full.info["strategies_missing"] == 0 and full.turn_rewards == {}
+    plan = next(t.index for t in short.turns if t.role == "orchestrator")
+    assert short.info["strategies_missing"] == 1 and short.turn_rewards == {plan: 0.5}
+    assert m["orch_workers/orchestrator_parsed"] == 0.5
+
+
+def test_debate_format_penalty_charges_each_scorer_turn_without_a_verdict():
+    options = {"n_agents": 2, "rounds": 2, "peer_scores": "scorer", "role_format": "plain", "format_penalty": 0.5}
+    replies = iter(["Correct.", "no idea"])
+
+    def script(req):
+        return next(replies) if req.policy == "scorer" else "\\boxed{42}"
+
+    eps, _ = run("debate", script, options=options, routes={"debater": "debater", "scorer": "scorer"})
+    (ep,) = eps
+    score_strict(eps)
+    credit(eps, build_workflow("debate", load_prompts("math"), options))
+    scorers = [t.index for t in ep.turns if t.role == "scorer"]
+    assert ep.info["unformatted_turns"] == [scorers[1]]
+    assert ep.turn_rewards[scorers[1]] == ep.reward - 0.5 and scorers[0] not in ep.turn_rewards

@@ -492,4 +492,4 @@ def test_orch_workers_scores_each_worker_for_pass_at_k():
     assert eps[0].graded_rewards == {"workers": [1.0, 0.0, 0.0]}
     m = credit(eps, wf)
     assert m == {"orch_workers/pass_at_k": 0.5, "orch_workers/worker_acc": pytest.approx(1 / 6),
-                 "orch_workers/synthesis_acc": 1.0}
+                 "orch_workers/synthesis_acc": 1.0, "orch_workers/orchestrator_parsed": 1.0}

@@ -54,13 +54,19 @@ def credit(episodes: list[Episode], workflow) -> dict[str, float]:
 
     In rising precedence: `team.reward(reply, value)`, `team.grade(reply, ..., reward=True)`
     (the turn gets its own grade), `workflow.turn_rewards(episode)`. Other turns keep the
-    outcome. A non-finite value becomes None (unscorable: advantage 0, out of the statistics).
+    outcome. Then a turn the workflow recorded as missing its format (`Workflow.missed_format`)
+    loses the workflow's `format_penalty` from whatever it earned. A non-finite value becomes None (unscorable: advantage 0, out of the statistics).
     """
     for ep in episodes:
         own: dict[int, float | None] = dict(ep.set_rewards)
         for name, turns in ep.graded_turns.items():
             own.update((t, r) for t, r in zip(turns, ep.grades(name)) if t is not None)
         own.update(workflow.turn_rewards(ep) or {})
+        penalty = getattr(workflow, "format_penalty", 0.0)
+        if penalty and ep.reward is not None:  # per-role format credit (Workflow.missed_format)
+            for i in ep.info.get("unformatted_turns", ()):
+                earned = own.get(i, ep.reward)
+                own[i] = None if earned is None else earned - penalty
         if own:
             ep.turn_rewards = {i: (None if v is None or nonfinite(v) else float(v)) for i, v in own.items()}
     return workflow.metrics(episodes)

@@ -1,6 +1,7 @@
 """The contract between a workflow and rolecall: the `Team` it calls and the `Workflow` base."""
 from __future__ import annotations
 
+import math
 import os
 import traceback
 from string import Template
@@ -43,6 +44,7 @@ class Team(Protocol):
         team.grade(reply, "drafts", reward=True)    # ... and that grade is this turn's reward
         team.reward(reply, 0.0)                     # a reward of your own for this turn
         score = await team.check(reply)             # the verifier's score now, to show a peer (None: unscorable)
+        self.missed_format(team, reply)             # no pick/verdict in it: charged `format_penalty` if set
 
     Rewards that need every grade first (a discounted future, a peer's outcome) come from
     `Workflow.turn_rewards(episode)`, which runs after scoring and overrides the above.
@@ -83,6 +85,9 @@ class Workflow:
     # Extra per-role diagnostics to log (role -> names in diagnostics' ROLE_DIAGNOSTICS, e.g.
     # {"judge": ("verdict_form",)}); every role always gets the common signatures.
     role_diagnostics: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # Per-role format credit (`workflow.options.format_penalty` where a workflow offers it): a
+    # turn recorded by `missed_format` earns its reward less this (`algo.credit.credit`).
+    format_penalty: float = 0.0
 
     def __init__(self, prompts: Mapping[str, str]) -> None:
         self.prompts = dict(prompts)
@@ -101,6 +106,14 @@ class Workflow:
 
     async def run(self, problem: Problem, team: Team) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def missed_format(self, team: Team, reply: Reply) -> None:
+        """Record that `reply` did not produce its role's format (a pick, a verdict, a list), so
+        that under `format_penalty` its turn is charged (a deviation from the papers'
+        outcome-only reward: a role whose output a fallback replaced is not paid as if it had
+        done its job). Nothing is recorded when the penalty is off."""
+        if self.format_penalty:
+            team.info.setdefault("unformatted_turns", []).append(reply.turn)
 
     def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
         """Rewards of particular turns (by `Turn.index`) that replace the episode's outcome for
@@ -134,6 +147,14 @@ def positive_int_option(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"workflow.options.{name}: must be an integer >= 1, got {value!r}")
     return value
+
+
+def format_penalty_option(value: Any) -> float:
+    """Validate `format_penalty`: a finite number >= 0, else a ValueError naming the option."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"workflow.options.format_penalty must be a number >= 0, got {value!r} (subtracted from "
+                         "the reward of a turn whose output did not parse)")
+    return float(value)
 
 
 def role_format_option(value: Any) -> str:

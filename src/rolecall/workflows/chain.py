@@ -24,6 +24,8 @@ refiner that fixes drafts from one that copies them:
 also reads the verdict from plain text when the critique has no verdict box: its first word
 correct / right / incorrect / wrong (`parsing.plain_verdict`); `team.info["verifier_form"]`
 says which form gave it, and `chain/verifier_parsed` / `chain/verifier_plain` are logged.
+`format_penalty` (per-role format credit, also a deviation): a verifier turn with no verdict
+earns its reward (the outcome, or its `per_role` credit) less the penalty.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from statistics import fmean
 
 from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, assistant, form_rates, role_format_option, user
+from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, format_penalty_option, role_format_option,
+                                     user)
 
 
 class Chain(Workflow):
@@ -40,11 +43,13 @@ class Chain(Workflow):
     templates = {"generator": ("problem",), "verifier": ("problem", "solution"), "refiner": ("critique",)}
     role_diagnostics = {"verifier": ("verdict_form",)}
 
-    def __init__(self, prompts, credit: str = "outcome", role_format: str = "boxed") -> None:
+    def __init__(self, prompts, credit: str = "outcome", role_format: str = "boxed",
+                 format_penalty: float = 0.0) -> None:
         if credit not in ("outcome", "per_role"):
             raise ValueError(f"workflow.options.credit must be 'outcome' or 'per_role', got {credit!r}")
         self.credit = credit
         self.role_format = role_format_option(role_format)
+        self.format_penalty = format_penalty_option(format_penalty)
         super().__init__(prompts)
 
     async def run(self, problem: Problem, team: Team) -> str:
@@ -56,6 +61,8 @@ class Chain(Workflow):
         if self.role_format == "plain":
             team.info["verifier_form"] = form
         team.info["verifier_turn"] = critique.turn
+        if team.info["verdict"] is None:
+            self.missed_format(team, critique)
         # The refiner reads the draft as the answer to the generator's prompt, then the critique:
         # the same conversation shape as a revision, played by its own role.
         return await team.call("refiner", [user(self.render("generator", problem=problem.prompt)), assistant(draft),

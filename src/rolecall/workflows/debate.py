@@ -34,6 +34,8 @@ also reads the scorer's verdict (`peer_scores: scorer`) from plain text when its
 verdict box: its first word correct / right / incorrect / wrong (`parsing.plain_verdict`);
 `team.info["scorer_forms"]` records the form of every scorer call. The final majority still
 counts boxed answers only (an answer's plain reading is the verifier's `reward.answer_from`).
+`format_penalty` (per-role format credit, also a deviation): a scorer turn with no verdict
+earns the outcome less the penalty.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ from statistics import fmean
 
 from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem, Reply
-from rolecall.workflows.base import Team, Workflow, form_rates, positive_int_option, role_format_option, user
+from rolecall.workflows.base import (Team, Workflow, form_rates, format_penalty_option, positive_int_option,
+                                     role_format_option, user)
 from rolecall.workflows.voting import majority_choice
 
 
@@ -92,7 +95,7 @@ class Debate(Workflow):
     def __init__(self, prompts, n_agents: int = 3, rounds: int = 3, gamma: float = 0.3,
                  alpha_correct: float = 0.1, alpha_persuade: float = 0.1, alpha_abandon: float = 0.1,
                  alpha_misled: float = 0.1, agents: str = "slots", peer_scores: str = "none",
-                 role_format: str = "boxed") -> None:
+                 role_format: str = "boxed", format_penalty: float = 0.0) -> None:
         self.n_agents = positive_int_option("n_agents", n_agents)
         self.rounds = positive_int_option("rounds", rounds)
         if agents not in ("slots", "roles"):
@@ -106,6 +109,7 @@ class Debate(Workflow):
         self.gamma, self.alphas = float(gamma), (alpha_correct, alpha_persuade, alpha_abandon, alpha_misled)
         self.agents, self.peer_scores = agents, peer_scores
         self.role_format = role_format_option(role_format)
+        self.format_penalty = format_penalty_option(format_penalty)
         self.agent_roles = (tuple(f"agent{a}" for a in range(self.n_agents)) if agents == "roles"
                             else ("debater",) * self.n_agents)
         self.roles = tuple(dict.fromkeys(self.agent_roles)) + (("scorer",) if peer_scores == "scorer" else ())
@@ -146,6 +150,9 @@ class Debate(Workflow):
                 "scorer", problem=problem.prompt, solution=a.strip()))], slot="scorer") for a in answers))
             read = [read_verdict(v, self.role_format) for v in replies]
             verdicts = [v for v, _ in read]
+            for reply, verdict in zip(replies, verdicts):
+                if verdict is None:
+                    self.missed_format(team, reply)
             if self.role_format == "plain":
                 team.info.setdefault("scorer_forms", []).extend(form for _, form in read)
         return [{True: " (checked: correct)", False: " (checked: incorrect)"}.get(v, "") for v in verdicts]

@@ -16,7 +16,9 @@ outcome. `eval_opt/evaluator_accuracy` is logged either way.
 `role_format: plain` (a deviation from the paper, for small models that never box) also reads
 a verdict from plain text when a review has no verdict box: its first word correct / right /
 incorrect / wrong (`parsing.plain_verdict`); `team.info["evaluator_forms"]` says, per evaluator
-call, which form gave the verdict.
+call, which form gave the verdict. `format_penalty` (per-role format credit, also a
+deviation): an evaluator turn with no verdict earns its reward (the outcome, or its
+`evaluator_reward`) less the penalty.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from statistics import fmean
 from rolecall.diagnostics.trajectory import verdict_form
 from rolecall.parsing import read_verdict
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, positive_int_option, role_format_option,
-                                     user)
+from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, format_penalty_option, positive_int_option,
+                                     role_format_option, user)
 
 
 class EvalOpt(Workflow):
@@ -36,13 +38,15 @@ class EvalOpt(Workflow):
     templates = {"generator": ("problem",), "evaluator": ("problem", "solution"),
                  "evaluator_followup": ("solution",), "revise": ("critique",)}
 
-    def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False, role_format: str = "boxed") -> None:
+    def __init__(self, prompts, rounds: int = 3, evaluator_reward: bool = False, role_format: str = "boxed",
+                 format_penalty: float = 0.0) -> None:
         super().__init__(prompts)
         self.rounds = positive_int_option("rounds", rounds)
         if not isinstance(evaluator_reward, bool):
             raise ValueError(f"workflow.options.evaluator_reward: must be true or false, got {evaluator_reward!r}")
         self.evaluator_reward = evaluator_reward
         self.role_format = role_format_option(role_format)
+        self.format_penalty = format_penalty_option(format_penalty)
 
     async def run(self, problem: Problem, team: Team) -> str:
         writer = [user(self.render("generator", problem=problem.prompt))]
@@ -62,6 +66,8 @@ class EvalOpt(Workflow):
             judge = judge + [assistant(review)]  # a new list: the request keeps the one it was sent
             verdict, form = read_verdict(review, self.role_format)
             verdicts.append(verdict)
+            if verdict is None:
+                self.missed_format(team, review)
             forms.append(form)
             if verdicts[-1] is True or i == self.rounds - 1:
                 break

@@ -11,6 +11,8 @@ learned to emit newlines within ten steps. The fallback is recorded in `team.inf
 `role_format: plain` (a deviation from the paper, for small models that never box) also reads
 the pick from plain text when the reply has no usable box: its first standalone integer in
 1..n (`parsing.plain_pick`); `team.info["aggregator_form"]` says which form gave it.
+`format_penalty` (another deviation, per-role format credit): an aggregator turn whose reply
+named no candidate earns the outcome less the penalty, since the fallback, not it, picked.
 
 `aggregator: majority` replaces the LLM aggregator by a plain majority vote over the boxed
 answers (self-consistency, from "Self-Consistency Improves Chain of Thought Reasoning in
@@ -24,7 +26,7 @@ from statistics import fmean
 
 from rolecall.parsing import boxed_pick, last_boxed, read_pick
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
+from rolecall.workflows.base import Team, Workflow, format_penalty_option, positive_int_option, role_format_option, user
 
 
 def parse_choice(text: str, n: int) -> int | None:
@@ -61,9 +63,7 @@ class Voting(Workflow):
             raise ValueError(f"workflow.options.fallback must be 'first' or 'majority', got {fallback!r}")
         self.fallback = fallback
         self.role_format = role_format_option(role_format)
-        if isinstance(format_penalty, bool) or not isinstance(format_penalty, (int, float)) or format_penalty < 0:
-            raise ValueError(f"workflow.options.format_penalty must be a number >= 0, got {format_penalty!r}")
-        self.format_penalty = float(format_penalty)
+        self.format_penalty = format_penalty_option(format_penalty)
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -77,8 +77,8 @@ class Voting(Workflow):
                 "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
             choice, form = read_pick(pick, self.n_voters, self.role_format)
             team.info["aggregator_fallback"] = choice is None
-            if self.format_penalty:
-                team.info["aggregator_turn"] = pick.turn
+            if choice is None:
+                self.missed_format(team, pick)
             if self.role_format == "plain":
                 team.info["aggregator_form"] = form
             if choice is None:
@@ -87,15 +87,6 @@ class Voting(Workflow):
             team.grade(c, "candidates")  # for pass@k and the aggregator's selection accuracy
         team.info["selected"] = choice
         return candidates[choice - 1]
-
-    def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
-        """With `format_penalty`, the aggregator's turn earns the outcome less the penalty when its
-        reply named no candidate (the fallback picked): a deviation from the paper's outcome-only
-        reward, so that an aggregator whose pick is replaced by the fallback is not paid as if it
-        had picked. Other turns keep the outcome."""
-        if not self.format_penalty or not episode.info.get("aggregator_fallback") or episode.reward is None:
-            return None
-        return {episode.info["aggregator_turn"]: episode.reward - self.format_penalty}
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """pass@k over the candidates, how often the pick was right when some candidate was,
