@@ -68,7 +68,7 @@ def describe(name: str) -> dict:
     return {"config": f"configs/real/smollm2-{name}.yaml", "workflow": cfg.workflow.name,
             "routing": None if cfg.workflow.name in ("single",) else cfg.routing,
             "task": f"reasoning_gym:{cfg.task.gym} {json.dumps(cfg.task.gym_options, sort_keys=True)}",
-            "val_problems": cfg.task.n_val}
+            "val_problems": cfg.task.n_val, "workflow_options": dict(cfg.workflow.options)}
 
 
 def learn(name: str, budget_min: float, keep: Path, overrides: list[str]) -> dict:
