@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +56,225 @@ def real_learning() -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLES: dict[str, Callable[[], str]] = {"real_base": real_base, "real_learning": real_learning}
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _note(text: str) -> str:
+    """A note under a table, wrapped like the README's prose."""
+    return textwrap.fill(text, 95, break_long_words=False, break_on_hyphens=False)
+
+
+def _provenance_note(doc: dict, file: str) -> str:
+    """Where a table's numbers come from, and what the file does not record."""
+    if doc.get("commit"):
+        return f"Recorded {doc['date'][:10]} in `benchmarks/results/{file}`, commit {str(doc['commit'])[:7]}."
+    return (f"Recorded {doc['date']} ({doc['machine']}) in `benchmarks/results/{file}`; this file predates "
+            f"provenance records (no commit or weights hash).")
+
+
+def _goal(spec: str) -> str:
+    op, value = spec.split()
+    return f"{'≥' if op == '>=' else '≤'} {value}"
+
+
+SPEED_FILE = "2026-11-23.json"
+
+
+def speed() -> str:
+    """`python -m benchmarks.run` on the embedded model: the five speed ratios of one result file."""
+    doc = _load(SPEED_FILE)
+    d, goals = doc["details"], doc["goals"]
+    trl, com = d["trl"], d["comlrl"]
+
+    def span(runs: list[dict]) -> str:
+        rates = [r["completions_per_s"] for r in runs]
+        return f"{min(rates):.0f}-{max(rates):.0f}"
+
+    rounds_trl = ", ".join(f"{r:.2f}" for r in trl["ratio_per_round"])
+    rounds_com = com["ratio_per_round"]
+    # trl_compare.py left GRPOConfig's gradient_checkpointing at TRL's default then (on in TRL 1.16:
+    # trl/trainer/base_config.py); a file that records the setting says which it was.
+    gc = trl.get("gradient_checkpointing")
+    gc_text = f"gradient checkpointing {'on (TRL default)' if gc is None else 'on' if gc else 'off'}"
+    gc_note = ("" if gc is not None else
+               f"The file records TRL's version ({trl['trl_version']}) but not its gradient-checkpointing setting: "
+               f"`trl_compare.py` then kept GRPOConfig's default, which is on in TRL {trl['trl_version']}, so "
+               "the TRL arm recomputed activations in its backward pass. ")
+    comlrl_version = {r["version"] for r in com["comlrl"]}
+    ip, sp = d["ip_sp_cost"]["ip_s_per_ktoken"], d["ip_sp_cost"]["sp_s_per_ktoken"]
+    ma, fb = d["mixed_adapter"], d["forward_bound"]
+    rows = [
+        "| measure | rolecall | baseline | ratio | goal |",
+        "|---|---|---|---|---|",
+        f"| single-agent GRPO, {trl['prompts_per_step']} × {trl['group_size']} completions/step, "
+        f"{trl['max_new_tokens']}-token budget | {span(trl['rolecall'])} completions/s "
+        f"| TRL {trl['trl_version']} GRPOTrainer, {gc_text}: {span(trl['trl'])} completions/s "
+        f"| **{doc['trl_throughput_ratio']:.2f}×** (rounds {rounds_trl}) | {_goal(goals['trl_throughput_ratio'])}× |",
+        f"| two cooperating roles, {com['agents']} × {com['group_size']} completions/step, "
+        f"{com['max_new_tokens']}-token budget | {span(com['rolecall'])} completions/s "
+        f"| CoMLRL {', '.join(sorted(comlrl_version))} MAGRPO: {span(com['comlrl'])} completions/s "
+        f"| **{doc['comlrl_throughput_ratio']:.2f}×** (rounds {min(rounds_com):.2f}-{max(rounds_com):.2f}) "
+        f"| {_goal(goals['comlrl_throughput_ratio'])}× |",
+        # The file's ip_sp_cost_ratio is SP/IP (the script divided that way then); the goal is on IP/SP.
+        f"| Isolated- vs Shared-Policy cost per thousand trained tokens (voting, {d['ip_sp_cost']['steps']} "
+        f"alternating steps) | Isolated: {ip:.3f} s | Shared: {sp:.3f} s | {ip / sp:.2f} (IP/SP) "
+        f"| IP/SP {_goal(goals['ip_sp_cost_ratio'])} |",
+        f"| mixed-adapter batch ({ma['batch']} rows) vs the same batch on one adapter "
+        f"| {ma['mixed_tokens_per_s']:,.0f} tokens/s | one adapter: {ma['single_adapter_tokens_per_s']:,.0f} tokens/s "
+        f"| {doc['mixed_adapter_ratio']:.2f} | {_goal(goals['mixed_adapter_ratio'])} |",
+        f"| generation vs a bare KV-cache decode loop (batch {fb['batch']}, {fb['new_tokens']} tokens) "
+        f"| {fb['generate_tokens_per_s']:,.0f} tokens/s | bare loop: {fb['forward_bound_tokens_per_s']:,.0f} tokens/s "
+        f"| {doc['generation_fraction_of_forward_bound']:.2f} "
+        f"| {_goal(goals['generation_fraction_of_forward_bound'])} |",
+        "",
+        _note(f"Completions/s are per round (the ratio is the median of the rounds' ratios). {gc_note}"
+              f"The file's `ip_sp_cost_ratio` field holds SP/IP ({doc['ip_sp_cost_ratio']:.2f}); the row shows "
+              f"IP/SP, the direction its goal is stated in. {_provenance_note(doc, SPEED_FILE)}"),
+    ]
+    return "\n".join(rows) + "\n"
+
+
+# Which runs of learning.json each table shows, by the base weights they started from, and the
+# words next to each workflow's name (the file holds the rest).
+LEARNING_CURRENT_WEIGHTS = "864ee2495cd695d0"
+LEARNING_OLDER_WEIGHTS = "ddb0a3ec67d54381"
+LEARNING_LABELS = {"chain": "agent-wise", "two_solvers": "a user's wording"}
+LEARNING_ORDER = ["single", "voting", "eval_opt", "orch_workers", "debate", "chain", "two_solvers"]
+HELD_OUT = "benchmarks.held_out_workflows:"
+
+
+def _learning_rows(weights: str) -> str:
+    doc = _load("learning.json")
+    runs = [r for r in doc["runs"].values() if r.get("base_weights") == weights]
+    order = {wf: i for i, wf in enumerate(LEARNING_ORDER)}  # held-out workflows last, in the file's order
+    runs.sort(key=lambda r: (order.get(r["workflow"], len(order)), r["routing"] != "isolated"))
+    budgets = {r["budget_s"] for r in runs}
+    if len(budgets) != 1:
+        raise ValueError(f"learning.json runs on {weights} have budgets {budgets}; one table needs one")
+    budget_s = budgets.pop()
+    budget = f"≤ {budget_s / 60:g} min"
+    rows = ["| workflow | routing | optimizer steps / iteration | step 0 (base) | step 10 "
+            f"| peak {budget} (step) | last validation {budget} (step, min) | gain | wall time |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for r in runs:
+        wf = r["workflow"]
+        name = wf.removeprefix(HELD_OUT)
+        words = ["held out"] if wf.startswith(HELD_OUT) else [LEARNING_LABELS[wf]] if wf in LEARNING_LABELS else []
+        words += [f"`{m}`" for m in re.findall(r"train\.steps=\d+", r["command"])]
+        label = f"{name} ({', '.join(words)})" if words else name
+        opt = r["optimizer_steps_per_iteration"]
+        one_role = wf == "single" and len(opt) == 1
+        routing = "(one role)" if one_role else r["routing"].capitalize()
+        curve = r["val_curve"]
+        within = [v for v in curve if v["elapsed_s"] <= r["budget_s"]]
+        peak = max(v["accuracy"] for v in within)
+        peak_step = next(v["step"] for v in within if v["accuracy"] == peak)
+        step10 = next((f"{v['accuracy']:.3f}" for v in within if v["step"] == 10), "—")
+        last = r["final_within_budget"]
+        rows.append(f"| {label} | {routing} | {', '.join(f'{k} {v}' for k, v in sorted(opt.items()))} "
+                    f"| {r['base_accuracy']:.3f} | {step10} | {peak:.3f} ({peak_step}) "
+                    f"| {last['accuracy']:.3f} ({last['step']}, {last['elapsed_s'] / 60:.1f}) "
+                    f"| {r['gain_points']:+.1f} | {r['wall_s'] / 60:.1f} min |")
+        past = [v for v in curve if v["elapsed_s"] > r["budget_s"]]
+        if past:
+            notes.append(f"{name} {r['routing'].capitalize()} ran on past the {budget_s / 60:g}-minute budget; its "
+                         "later validations are left out of the peak and the last validation: "
+                         + ", ".join(f"{v['accuracy']:.3f} at step {v['step']} ({v['elapsed_s'] / 60:.1f} min)"
+                                     for v in past))
+    rows.append("")
+    rows.append(_note("".join(f"{n}. " for n in notes)
+                      + f"From `benchmarks/results/learning.json`: base weights `{weights}` recorded per run; the runs "
+                      f"record no date or commit of their own (the file's date, {doc['machine']['date']}, is its last "
+                      f"write; {doc['machine']['cpus']} CPUs, torch {doc['machine']['torch']})."))
+    return "\n".join(rows) + "\n"
+
+
+def learning_current() -> str:
+    """learning.json's runs on the current embedded model."""
+    return _learning_rows(LEARNING_CURRENT_WEIGHTS)
+
+
+def learning_older() -> str:
+    """learning.json's runs on an older embedded model (every shipped workflow, both routings)."""
+    return _learning_rows(LEARNING_OLDER_WEIGHTS)
+
+
+def _weights_note(runs: list[dict], file: str, date: str | None = None) -> str:
+    weights = sorted({r.get("base_weights") or "not recorded" for r in runs})
+    recorded = f"recorded {date}, " if date else ""
+    return (f"From `benchmarks/results/{file}` ({recorded}base weights `{'`, `'.join(weights)}`); the file records "
+            f"no {'' if date else 'date or '}commit.")
+
+
+def claims_debate() -> str:
+    """seed_claims.json, debate: every debater co-trained vs one trained against frozen peers."""
+    arms = _load("seed_claims.json")["debate"]
+    order = [("co-trained", "co-trained ({n} adapters)"), ("frozen-peers", "one trained, peers frozen")]
+    steps = [v["step"] for v in arms[order[0][0]]["val_curve"]]
+    rows = ["| arm | " + " | ".join(f"step {s}" for s in steps) + " |", "|---" * (len(steps) + 1) + "|"]
+    for key, label in order:
+        r = arms[key]
+        acc = {v["step"]: v["accuracy"] for v in r["val_curve"]}
+        rows.append(f"| {label.format(n=len(r['optimizer_steps_per_iteration']))} | "
+                    + " | ".join(f"{acc[s]:.3f}" if s in acc else "—" for s in steps) + " |")
+    rows += ["", _note(_weights_note([arms[k] for k, _ in order], "seed_claims.json"))]
+    return "\n".join(rows) + "\n"
+
+
+def claims_chain() -> str:
+    """seed_claims.json, chain: agent-wise vs pooled normalisation, 3 seeds each."""
+    doc = _load("seed_claims.json")
+    arms = [("chain", "agentwise", "outcome", "agent-wise (= slot-grouped GRPO)"),
+            ("chain-per_role", "agentwise", "per role", "agent-wise"),
+            ("chain-per_role", "pooled", "per role", "pooled")]
+    rows = ["| credit | normalisation | step 0, mean | final, mean ± sd (range) "
+            "| largest drop between validations, mean |", "|---|---|---|---|---|"]
+    runs = []
+    for section, arm, credit, norm in arms:
+        a = doc[section][arm]
+        runs += a["runs"]
+        base = sum(r["base_accuracy"] for r in a["runs"]) / len(a["runs"])
+        lo, hi = a["final_range"]
+        rows.append(f"| {credit} | {norm} | {base:.3f} | {a['final_mean']:.3f} ± {a['final_sd']:.3f} "
+                    f"({lo:.3f}–{hi:.3f}) | {a['largest_drop_mean']:.3f} |")
+    steps = sorted({doc[s][a]["steps"] for s, a, _, _ in arms})
+    seeds = sorted({len(doc[s][a]["seeds"]) for s, a, _, _ in arms})
+    rows += ["", _note(f"{', '.join(map(str, steps))} steps, {', '.join(map(str, seeds))} seeds per arm. "
+                       + _weights_note(runs, "seed_claims.json"))]
+    return "\n".join(rows) + "\n"
+
+
+DELIBERATORS = [("persist", "always PERSIST (majority of the first answers)"), ("refine", "always REFINE"),
+                ("concede", "always CONCEDE"), ("sft", "supervised bootstrap (π_sft)"),
+                ("trained", "**SoftRankPO**"), ("oracle", "oracle (knows the answer; a ceiling)")]
+
+
+def claims_deliberation() -> str:
+    """deliberation.json: validation accuracy of each deliberator per seed and the mean."""
+    doc = _load("deliberation.json")
+    runs = doc["runs"]
+    cols = [{k: r["validation"][k]["accuracy"] for k, _ in DELIBERATORS} for r in runs] + [doc["mean_accuracy"]]
+    rows = ["| deliberator | " + " | ".join(f"seed {r['seed']}" for r in runs) + " | mean |",
+            "|---" * (len(runs) + 2) + "|"]
+    for key, label in DELIBERATORS:
+        cells = []
+        for c in cols:
+            cell = f"{c[key]:.3f}"
+            # The trained policy in bold where it beats every other deliberator but the oracle.
+            if key == "trained" and all(c[key] > c[k] for k, _ in DELIBERATORS if k not in ("trained", "oracle")):
+                cell = f"**{cell}**"
+            cells.append(cell)
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    rows += ["", _note(f"Machine: {doc['machine']}. " + _weights_note(runs, "deliberation.json", doc["date"]))]
+    return "\n".join(rows) + "\n"
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "real_base": real_base, "real_learning": real_learning, "speed": speed,
+    "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
+    "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
 
 
 def render(text: str) -> tuple[str, list[str]]:
