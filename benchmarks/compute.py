@@ -189,6 +189,31 @@ def flops_generate(shape: Shape, prompts: int, samples: int, P: int, C: int) -> 
     return prefill, decode
 
 
+def exact_prompt(engine, tok, P: int, rng: random.Random, alphabet: str = "0123456789+-=abc ") -> str:
+    """A random user message whose rendered prompt is exactly P tokens, for any tokenizer: with
+    the character tokenizer, P minus the template's tokens characters; with a BPE, characters
+    are added while the prompt is short, then removed while it is long (merges can skip P: then
+    another draw)."""
+    def length(text: str) -> int:
+        return len(tok(engine.render([{"role": "user", "content": text}]), add_special_tokens=False)["input_ids"])
+
+    overhead = length("")
+    for _ in range(20):
+        text = "".join(rng.choice(alphabet) for _ in range(P - overhead))
+        n = length(text)
+        if n == P:
+            return text
+        while n < P:  # fewer tokens than characters: merges
+            text += rng.choice(alphabet)
+            n = length(text)
+        while n > P:
+            text = text[:-1]
+            n = length(text)
+        if n == P:
+            return text
+    raise RuntimeError(f"no random prompt of exactly {P} tokens in 20 draws")
+
+
 @torch.no_grad()
 def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8, P: int = 800, C: int = 256,
                repeats: int = 2) -> dict:
@@ -208,9 +233,7 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
     model.eval()
     engine = HFEngine(model, tok, ignore_eos=True)  # every row runs its full budget in every arm
     rng = random.Random(1)
-    # A prompt of exactly P tokens once rendered: a user message of P minus the template's tokens.
-    overhead = len(tok(engine.render([{"role": "user", "content": ""}]), add_special_tokens=False)["input_ids"])
-    texts = ["".join(rng.choice("0123456789+-=abc ") for _ in range(P - overhead)) for _ in range(prompts)]
+    texts = [exact_prompt(engine, tok, P, rng) for _ in range(prompts)]
     reqs = [GenRequest([{"role": "user", "content": t}], "agg", C) for t in texts for _ in range(samples)]
     ids = [tok(engine.render(r.messages), add_special_tokens=False)["input_ids"] for r in reqs]
     assert {len(x) for x in ids} == {P}, "prompt length"
@@ -253,8 +276,7 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
                 nxt = out.logits[:, -1:].argmax(-1)
 
     # Mixed-adapter batch vs one adapter, on B distinct prompts (no prefill to share in either arm).
-    distinct = [GenRequest([{"role": "user", "content": "".join(rng.choice("0123456789+-=abc ") for _ in range(P - overhead))}],
-                           "agg", C) for _ in range(B)]
+    distinct = [GenRequest([{"role": "user", "content": exact_prompt(engine, tok, P, rng)}], "agg", C) for _ in range(B)]
     mixed = [GenRequest(r.messages, adapters[i % len(adapters)], C) for i, r in enumerate(distinct)]
 
     arms = {"engine": engine_run, "bare_shared_prefill": lambda: bare(True), "bare_every_row": lambda: bare(False),
