@@ -57,7 +57,8 @@ def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
             versions[name] = md.version(name)
         except md.PackageNotFoundError:
             versions[name] = None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # Results written by earlier runs of a session are not a change of the code that measures.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
             "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
             "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
