@@ -50,6 +50,9 @@ def real_learning() -> str:
         base, best = e.get("role_format_base", {}), e.get("role_format", {})
         formats = ", ".join(f"{k} {base.get(k, float('nan')):.2f} → {v:.2f}" for k, v in sorted(best.items())) or "—"
         config = f"`{e['config']}`" + "".join(f" `{o}`" for o in e.get("overrides") or [])
+        penalty = (e.get("workflow_options") or {}).get("format_penalty")
+        if penalty and not any(o.startswith("workflow.options.format_penalty=") for o in e.get("overrides") or []):
+            config += f" (format_penalty {penalty:g} in the config then)"
         rows.append(f"| {config} | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
                     f"| {e['budget_min']:g} min | {formats} | {e['date'][:10]}, {str(e['commit'])[:7]}"
                     f"{' (dirty)' if e.get('dirty') else ''} |")
@@ -271,8 +274,33 @@ def claims_deliberation() -> str:
     return "\n".join(rows) + "\n"
 
 
+def real_speed() -> str:
+    """The CPU fast paths on SmolLM2 (benchmarks/real_speed.py): the newest entry."""
+    e = _load("real_speed.json")["runs"][-1]
+    t, g, lim = e["training_phase"], e["generation"], e["matmul_limit_gflops"]
+    spread = t["mfu_spread"]
+    rows = ["| measure | measured | goal |", "|---|---|---|",
+            f"| training phase, model-FLOP utilization against the matmul rate measured around each repeat "
+            f"({t['prompts']} prompts × {t['samples']} samples, {t['prompt_tokens']} + {t['completion_tokens']} tokens, "
+            f"{t['tflops_needed']} TFLOP in {t['seconds']} s) | {spread['median']:.2f} (repeats {spread['min']:.2f}–"
+            f"{spread['max']:.2f}) | ≥ 0.6 |",
+            f"| generation against a bare decode loop on the same cache ({g['rows']} rows, {g['prompt_tokens']}-token "
+            f"prompts, {g['completion_tokens']} tokens) | {g['engine_vs_bare']:.2f} ({g['engine_s']} s vs "
+            f"{g['bare_loop_shared_prefill_s']} s) | ≥ 0.8 |",
+            f"| the engine's cache and decode attention against transformers' own | {g['cache_and_attention_gain']:.2f}× | |",
+            f"| a batch mixing 3 adapters against one adapter | {g['mixed_adapter_ratio']:.2f} | |",
+            "",
+            _note(f"SmolLM2-135M-Instruct (weights {e['model_sha256'][:16]}…), LoRA r {e['lora_r']} on every linear "
+                  f"layer, 2 threads. Matmul rate at the model's GEMM shapes: median {lim['median']:.0f} GFLOP/s "
+                  f"({lim['min']:.0f}–{lim['max']:.0f} over {lim['n']} samples). Recorded {e['date'][:10]} in "
+                  f"`benchmarks/results/real_speed.json`, commit {str(e['commit'])[:7]}"
+                  f"{' (dirty)' if e.get('dirty') else ''}, torch {e['versions']['torch']}, transformers "
+                  f"{e['versions']['transformers']}.")]
+    return "\n".join(rows) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
-    "real_base": real_base, "real_learning": real_learning, "speed": speed,
+    "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
     "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
 
