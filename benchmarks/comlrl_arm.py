@@ -348,7 +348,7 @@ def problems_file(directory: Path, n: int, chars: int) -> Path:
     return path
 
 
-def dataset_overrides(model_dir: Path, data: Path) -> list[str]:
+def dataset_overrides(model_dir: Path, data: Path, lora_r: int = 16) -> list[str]:
     """rolecall's overrides for training on that file with every turn at its full budget."""
     return [f"model.path={model_dir}", "task.name=dataset", f"data.path={data}", "data.test_rows=1",
-            "rollout.ignore_eos=true", "lora.r=16", "lora.alpha=32"]
+            "rollout.ignore_eos=true", f"lora.r={lora_r}", f"lora.alpha={2 * lora_r}"]

@@ -70,22 +70,23 @@ def problem_chars(model_dir: Path) -> int:
     return PROMPT_TOKENS - len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, prompts: int = 2) -> dict:
+def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, prompts: int = 2, *,
+              completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16) -> dict:
     from benchmarks.comlrl_arm import long_problems
     from benchmarks.trl_compare import rolecall_run, trl_run
 
     problems = [(r["prompt"], r["answer"]) for r in long_problems(64, chars)]
-    extra = (*dataset_overrides(model_dir, data), "reward.name=benchmarks.compute_peers:digit_share_reward")
+    extra = (*dataset_overrides(model_dir, data, lora_r), "reward.name=benchmarks.compute_peers:digit_share_reward")
     arms: dict[str, list[dict]] = {"trl": [], "rolecall": []}
     for r in range(rounds):
         for arm in (("trl", "rolecall") if r % 2 == 0 else ("rolecall", "trl")):
             print(f"[peers] TRL round {r + 1}/{rounds}: {arm}", flush=True)
             if arm == "trl":
-                out = trl_run(steps, prompts, GROUP, COMPLETION_TOKENS, seed=r, model_dir=str(model_dir),
+                out = trl_run(steps, prompts, GROUP, completion_tokens, seed=r, model_dir=str(model_dir),
                               problems=problems, reward=_trl_reward, fixed_length=True,
-                              gradient_checkpointing=False)
+                              gradient_checkpointing=False, lora_r=lora_r)
             else:
-                out = rolecall_run(steps, prompts, GROUP, COMPLETION_TOKENS, seed=r, extra=extra)
+                out = rolecall_run(steps, prompts, GROUP, completion_tokens, seed=r, extra=extra)
             arms[arm].append(_brief(out))
     ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["trl"])]
     import trl
@@ -94,7 +95,8 @@ def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, 
             "ratio_per_round": [round(x, 3) for x in ratios], "ratio": round(median(ratios), 3)}
 
 
-def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int) -> dict:
+def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, *,
+                 completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16) -> dict:
     from benchmarks.comlrl_arm import ensure_venv, run_arm
     from benchmarks.comlrl_compare import DigitShare, rolecall_run
 
@@ -105,10 +107,10 @@ def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: in
             print(f"[peers] CoMLRL round {r + 1}/{rounds}: {arm}", flush=True)
             if arm == "comlrl":
                 out = run_arm(python, steps=steps, threads=2, seed=r, model=model_dir, problem_chars=chars,
-                              max_new_tokens=COMPLETION_TOKENS, fixed_length=True)
+                              max_new_tokens=completion_tokens, fixed_length=True)
             else:
-                out = rolecall_run(steps, GROUP, COMPLETION_TOKENS, seed=r, extra=tuple(dataset_overrides(model_dir, data)),
-                                   verifier=DigitShare())
+                out = rolecall_run(steps, GROUP, completion_tokens, seed=r,
+                                   extra=tuple(dataset_overrides(model_dir, data, lora_r)), verifier=DigitShare())
             arms[arm].append(_brief(out))
     ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
     return {"agents": 2, "group_size": GROUP, **arms, "ratio_per_round": [round(x, 3) for x in ratios],

@@ -46,11 +46,12 @@ def _reward(completions, answer, **_) -> list[float]:
 
 def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, seed: int, *,
             model_dir: str | None = None, problems: list[tuple[str, str]] | None = None, reward=None,
-            fixed_length: bool = False, gradient_checkpointing: bool | None = None) -> dict:
+            fixed_length: bool = False, gradient_checkpointing: bool | None = None, lora_r: int = R) -> dict:
     """TRL's GRPOTrainer on the embedded model and arithmetic problems, or on `model_dir` with
     `problems` ((text, answer) pairs) graded by `reward` (a TRL reward function). `fixed_length`
     makes every completion exactly `max_new_tokens` long (EOS suppressed until then).
-    `gradient_checkpointing` None keeps TRL's default (on: it recomputes activations)."""
+    `gradient_checkpointing` None keeps TRL's default (on: it recomputes activations). LoRA
+    alpha is 2 `lora_r`."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, TrainerCallback
@@ -93,7 +94,7 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
             **({} if gradient_checkpointing is None else {"gradient_checkpointing": gradient_checkpointing}),
             generation_kwargs={"min_new_tokens": max_new_tokens} if fixed_length else None)
         trainer = GRPOTrainer(model=model, reward_funcs=reward or _reward, args=args, train_dataset=ds, processing_class=tok,
-                              peft_config=LoraConfig(r=R, lora_alpha=ALPHA, lora_dropout=0.0,
+                              peft_config=LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.0,
                                                      target_modules="all-linear", task_type="CAUSAL_LM"),
                               callbacks=[Clock()])
         trainer.train()

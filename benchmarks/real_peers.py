@@ -1,0 +1,90 @@
+"""Speed on the real tier's model against its peers: rolecall vs TRL's GRPOTrainer (one role)
+and vs CoMLRL's MAGRPO (two roles), on SmolLM2-135M-Instruct.
+
+    rolecall get-model smollm2-135m          # once
+    python benchmarks/real_peers.py          # ~15 minutes on 2 cores (+ the CoMLRL venv, built once)
+
+The work is `compute_peers.py`'s, at the real tier's size and on its model, identical in every
+arm: the same 64 problems of `--problem-chars` random characters (rendered by SmolLM2's chat
+template with its system prompt; with a BPE tokenizer the prompt lengths in tokens vary a
+little between problems, the same way in every arm); every completion exactly
+`--completion-tokens` long (rolecall `rollout.ignore_eos=true`, TRL and CoMLRL
+`min_new_tokens`); the reward is the completion's share of digits, which varies between
+samples so that no arm can skip a zero-advantage group; one optimizer step per step.
+
+- **TRL** (single agent): 2 prompts x 8 samples a step, LoRA r `--lora-r` on every linear
+  layer in both arms, no KL, TRL without activation recomputation (its default recomputes;
+  off is the least work TRL can do).
+- **CoMLRL** (two agents): one prompt a step, each agent 8 samples, paired. CoMLRL 1.4.3 has no
+  LoRA: it trains one full model copy per agent; rolecall one shared base with a LoRA per role.
+
+The arms alternate within each of `--rounds` rounds (the first of each run's steps is not
+timed). The ratio is rolecall's completions per second over the peer's: the median and the
+range over the rounds. Appends to benchmarks/results/real_peers.json with provenance.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.comlrl_arm import problems_file  # noqa: E402  (after the path fix above)
+from benchmarks.compute_peers import comlrl_ratio, trl_ratio  # noqa: E402
+from benchmarks.provenance import append_result, provenance  # noqa: E402
+
+RESULT = Path(__file__).resolve().parent / "results" / "real_peers.json"
+
+
+def summary(part: dict) -> dict:
+    ratios = part["ratio_per_round"]
+    return {"median": part["ratio"], "min": min(ratios), "max": max(ratios), "rounds": len(ratios)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m", help="A catalogue name or a model directory.")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=4, help="Steps per run, the first untimed.")
+    ap.add_argument("--problem-chars", type=int, default=120)
+    ap.add_argument("--completion-tokens", type=int, default=48)
+    ap.add_argument("--lora-r", type=int, default=8)
+    ap.add_argument("--only", choices=("trl", "comlrl"), help="One peer only.")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args(argv)
+    import torch
+
+    from rolecall.policies.model import resolve_model_dir
+
+    torch.set_num_threads(2)
+    model_dir = resolve_model_dir(args.model)
+    prov = provenance(model_dir)
+    t0 = time.time()
+    entry = {"model": args.model, "problem_chars": args.problem_chars, "completion_tokens": args.completion_tokens,
+             "lora_r": args.lora_r, "rounds": args.rounds, "timed_steps_per_run": args.steps - 1}
+    C, r = args.completion_tokens, args.lora_r
+    with tempfile.TemporaryDirectory(prefix="rc-real-peers-") as tmp:
+        data = problems_file(Path(tmp), 64, args.problem_chars)
+        if args.only in (None, "trl"):
+            entry["trl"] = trl_ratio(model_dir, data, args.problem_chars, args.rounds, args.steps,
+                                     completion_tokens=C, lora_r=r)
+            entry["trl"]["gradient_checkpointing"] = False
+            entry["trl"]["summary"] = summary(entry["trl"])
+            print(f"rolecall / TRL: {entry['trl']['summary']}", flush=True)
+        if args.only in (None, "comlrl"):
+            entry["comlrl"] = comlrl_ratio(model_dir, data, args.problem_chars, args.rounds, args.steps - 1,
+                                           completion_tokens=C, lora_r=r)
+            entry["comlrl"]["lora"] = "rolecall: LoRA per role; CoMLRL: full weights (it has no LoRA)"
+            entry["comlrl"]["summary"] = summary(entry["comlrl"])
+            print(f"rolecall / CoMLRL: {entry['comlrl']['summary']}", flush=True)
+    entry["minutes"] = round((time.time() - t0) / 60, 1)
+    append_result(args.out, "runs", {**entry, **prov, "command": " ".join(
+        ["python", "benchmarks/real_peers.py", *(argv if argv is not None else sys.argv[1:])])})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
