@@ -73,8 +73,12 @@ def _norm(rows: list[Row], agg: str) -> float:
     return float(sum(1 for r in rows if r.n_completion > 0))
 
 
-def _forward(model, batch: dict, temperature: float, route=None) -> tuple[torch.Tensor, torch.Tensor]:
-    return token_logprobs_and_entropy(completion_logits(model, batch, route), batch["targets"], temperature)
+def _forward(model, batch: dict, temperature: float, route=None, *, entropy_grad: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and entropies of the batch's completion tokens; the entropy carries a gradient
+    only where the loss has an entropy bonus (`entropy_grad`)."""
+    return token_logprobs_and_entropy(completion_logits(model, batch, route), batch["targets"], temperature,
+                                      entropy_grad=entropy_grad)
 
 
 @dataclass
@@ -165,7 +169,7 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
 
         def forward(mb: list[Row]) -> tuple[dict, torch.Tensor, torch.Tensor]:
             b = collate(mb, pad_id, model.device, policies=names)
-            return (b, *_forward(model, b, temperature, route))
+            return (b, *_forward(model, b, temperature, route, entropy_grad=algo.entropy_coef > 0))
 
         # π_old for every row not trained on-policy (the first mini-batch of the first epoch is).
         first = {id(r) for p in group for r in plans[0][p][0]} if algo.ppo_epochs == 1 else set()
