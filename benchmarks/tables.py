@@ -56,6 +56,9 @@ def real_learning() -> str:
         rows.append(f"| {config} | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
                     f"| {e['budget_min']:g} min | {formats} | {e['date'][:10]}, {str(e['commit'])[:7]}"
                     f"{' (dirty)' if e.get('dirty') else ''} |")
+    shown = latest([r for r in runs if not r.get("base_only")], "config", "overrides")
+    models = sorted({e["model_sha256"][:16] + "…" for e in shown if e.get("model_sha256")})
+    rows += ["", f"Model weights SHA-256: {', '.join(models)}. Validation: the same 100 problems in every run."]
     return "\n".join(rows) + "\n"
 
 
