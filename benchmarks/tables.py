@@ -46,6 +46,7 @@ def real_learning() -> str:
     runs = json.loads((RESULTS / "real_learning.json").read_text())["runs"]
     rows = ["| config | base | best (step, minutes) | budget | role formats parsed: base → best | measured |",
             "|---|---|---|---|---|---|"]
+    late = False
     for e in latest([r for r in runs if not r.get("base_only")], "config", "overrides"):
         base, best = e.get("role_format_base", {}), e.get("role_format", {})
         formats = ", ".join(f"{k} {base.get(k, float('nan')):.2f} → {v:.2f}" for k, v in sorted(best.items())) or "—"
@@ -53,12 +54,21 @@ def real_learning() -> str:
         penalty = (e.get("workflow_options") or {}).get("format_penalty")
         if penalty and not any(o.startswith("workflow.options.format_penalty=") for o in e.get("overrides") or []):
             config += f" (format_penalty {penalty:g} in the config then)"
-        rows.append(f"| {config} | {e['base']:.2f} | {e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']}) "
+        best = f"{e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']})"
+        if e["minutes_to_best"] > e["budget_min"]:  # the run's closing validation, after its last step
+            inside = [c for c in e.get("curve", []) if c[0] > 0 and c[2] <= e["budget_min"]]
+            late = True
+            if inside:
+                top = max(inside, key=lambda c: (c[1], -c[0]))
+                best += f" †; within the budget {top[1]:.2f} ({top[0]}, {top[2]})"
+        rows.append(f"| {config} | {e['base']:.2f} | {best} "
                     f"| {e['budget_min']:g} min | {formats} | {e['date'][:10]}, {str(e['commit'])[:7]}"
                     f"{' (dirty)' if e.get('dirty') else ''} |")
     shown = latest([r for r in runs if not r.get("base_only")], "config", "overrides")
     models = sorted({e["model_sha256"][:16] + "…" for e in shown if e.get("model_sha256")})
-    rows += ["", f"Model weights SHA-256: {', '.join(models)}. Validation: the same 100 problems in every run."]
+    rows += ["", _note(f"Model weights SHA-256: {', '.join(models)}. Validation: the same 100 problems in every "
+                       "run." + (" †: the run's closing validation, taken after its last step once the budget was "
+                                 "spent; the role formats are at that step." if late else ""))]
     return "\n".join(rows) + "\n"
 
 
