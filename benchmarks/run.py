@@ -2,17 +2,20 @@
 
 Every speed benchmark, in one run (~10 minutes on 2 cores; the first run also builds the
 CoMLRL venv, ~1.5 minutes). Needs `pip install -e ".[bench]"`.
-  1. TRL GRPOTrainer vs rolecall, single-agent GRPO (trl_compare.py).
+  1. TRL GRPOTrainer vs rolecall, single-agent GRPO (trl_compare.py), 3 alternating rounds: TRL
+     as its users run it by default (activation recomputation on in TRL 1.16) and, apart, with
+     it off.
   2. CoMLRL MAGRPO vs rolecall, two cooperating roles (comlrl_compare.py, comlrl_arm.py).
   3. Isolated vs Shared policy cost at equal work (voting, default run): seconds per
-     thousand trained tokens, SP / IP, alternating steps.
+     thousand trained tokens, IP / SP, alternating steps.
   4. Mixed-adapter batching: one batch whose rows use 3 different LoRA adapters vs the same
      batch on one adapter, vs one batch per adapter, vs one generate call per row.
   5. Generation vs the machine's bound: HF generate (the engine, with its log-prob
      recorder) vs a bare decode loop (forward with KV cache, argmax) at the same batch size.
   6, 7. Scaling with group size and parallel slots; peak memory (scaling.py).
 
-Writes benchmarks/results/<date>.json and prints a table.
+Writes benchmarks/results/<date>.json with its provenance (commit, weights hash, versions,
+cores, matmul rate) and prints a table.
 """
 from __future__ import annotations
 
@@ -198,8 +201,12 @@ def main() -> None:
     torch.set_num_threads(2)
     t0 = time.time()
     parts: dict[str, dict] = {}
+    # TRL as its users run it (its default recomputes activations: gradient checkpointing on in
+    # TRL 1.16) and, labelled apart, with the recomputation off (the least work TRL can do).
     stages = [("mixed_adapter", mixed_adapter), ("forward_bound", forward_bound), ("single_policy_paths", single_policy_paths),
-              ("ip_sp_cost", ip_sp_cost), ("trl", trl_compare.compare), ("comlrl", comlrl_compare.compare),
+              ("ip_sp_cost", ip_sp_cost), ("trl", trl_compare.compare),
+              ("trl_no_checkpointing", lambda: trl_compare.compare(gradient_checkpointing=False)),
+              ("comlrl", comlrl_compare.compare),
               ("scaling", scaling.scaling), ("memory", scaling.memory)]
     for i, (name, fn) in enumerate(stages, 1):
         t = time.time()
@@ -210,6 +217,7 @@ def main() -> None:
         "date": str(date.today()),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, no GPU",
         "trl_throughput_ratio": parts["trl"]["trl_throughput_ratio"],
+        "trl_no_checkpointing_throughput_ratio": parts["trl_no_checkpointing"]["trl_throughput_ratio"],
         "comlrl_throughput_ratio": parts["comlrl"]["comlrl_throughput_ratio"],
         "ip_sp_cost_ratio": parts["ip_sp_cost"]["ip_sp_cost_ratio"],
         "mixed_adapter_ratio": parts["mixed_adapter"]["mixed_adapter_ratio"],
@@ -219,6 +227,11 @@ def main() -> None:
         "wall_s": round(time.time() - t0, 1),
     }
     doc["missed"] = _missed(doc)
+    from benchmarks.provenance import provenance
+    from rolecall.policies.model import embedded_dir
+
+    doc.update(provenance(embedded_dir()))  # commit, weights hash, versions, cores, matmul rate now
+    doc["date"] = str(date.today())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print("| metric | value | goal |\n|---|---|---|")

@@ -130,21 +130,30 @@ def rolecall_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: 
             "mean_completion_tokens": fmean(tokens[1:]), "step_s": timed}
 
 
-def compare(rounds: int = 2, steps: int = 6, prompts_per_step: int = 8, group: int = 8,
-            max_new_tokens: int = 32) -> dict:
-    """Alternating runs; the ratio is rolecall's completions/s over TRL's, median over rounds."""
+def compare(rounds: int = 3, steps: int = 6, prompts_per_step: int = 8, group: int = 8,
+            max_new_tokens: int = 32, gradient_checkpointing: bool | None = None) -> dict:
+    """Alternating runs; the ratio is rolecall's completions/s over TRL's, median over rounds.
+    `gradient_checkpointing` None runs TRL as its users do by default; the setting TRL then
+    used is recorded either way."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     arms: dict[str, list[dict]] = {"trl": [], "rolecall": []}
     for r in range(rounds):
         for arm in (("trl", "rolecall") if r % 2 == 0 else ("rolecall", "trl")):
-            run = trl_run if arm == "trl" else rolecall_run
-            arms[arm].append(run(steps, prompts_per_step, group, max_new_tokens, seed=r))
+            if arm == "trl":
+                arms[arm].append(trl_run(steps, prompts_per_step, group, max_new_tokens, seed=r,
+                                         gradient_checkpointing=gradient_checkpointing))
+            else:
+                arms[arm].append(rolecall_run(steps, prompts_per_step, group, max_new_tokens, seed=r))
     ratio = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["trl"])]
     tok_ratio = [a["completion_tokens_per_s"] / b["completion_tokens_per_s"]
                  for a, b in zip(arms["rolecall"], arms["trl"]) if b["completion_tokens_per_s"]]
     import trl
+    from trl import GRPOConfig
 
-    return {"trl_version": trl.__version__, "rounds": rounds, "steps_per_run": steps, "timed_steps_per_run": steps - 1,
+    effective = (GRPOConfig.__dataclass_fields__["gradient_checkpointing"].default
+                 if gradient_checkpointing is None else gradient_checkpointing)
+    return {"trl_version": trl.__version__, "gradient_checkpointing": effective,
+            "gradient_checkpointing_source": "TRL default" if gradient_checkpointing is None else "set", "rounds": rounds, "steps_per_run": steps, "timed_steps_per_run": steps - 1,
             "prompts_per_step": prompts_per_step, "group_size": group, "max_new_tokens": max_new_tokens,
             "trl": arms["trl"], "rolecall": arms["rolecall"],
             "trl_throughput_ratio": median(ratio), "ratio_per_round": ratio,
