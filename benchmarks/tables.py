@@ -52,8 +52,11 @@ def real_learning() -> str:
         formats = ", ".join(f"{k} {base.get(k, float('nan')):.2f} → {v:.2f}" for k, v in sorted(best.items())) or "—"
         config = f"`{e['config']}`" + "".join(f" `{o}`" for o in e.get("overrides") or [])
         penalty = (e.get("workflow_options") or {}).get("format_penalty")
-        if penalty and not any(o.startswith("workflow.options.format_penalty=") for o in e.get("overrides") or []):
+        overridden = any(o.startswith("workflow.options.format_penalty=") for o in e.get("overrides") or [])
+        if penalty and not overridden:
             config += f" (format_penalty {penalty:g} in the config then)"
+        elif "workflow_options" not in e and not overridden and e["workflow"] != "single":
+            config += " (outcome reward only: before format_penalty was in the config)"
         best = f"{e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']})"
         if e["minutes_to_best"] > e["budget_min"]:  # the run's closing validation, after its last step
             inside = [c for c in e.get("curve", []) if c[0] > 0 and c[2] <= e["budget_min"]]
