@@ -316,8 +316,36 @@ def real_speed() -> str:
     return "\n".join(rows) + "\n"
 
 
+def real_peers() -> str:
+    """rolecall against TRL and CoMLRL on SmolLM2 (benchmarks/real_peers.py): the newest entry."""
+    e = _load("real_peers.json")["runs"][-1]
+    rows = ["| against | work per step | rolecall ÷ peer, completions/s: median (rounds) | goal |", "|---|---|---|---|"]
+    if "trl" in e:
+        t = e["trl"]
+        rows.append(f"| TRL {t['trl_version']} GRPOTrainer, activation recomputation "
+                    f"{'on' if t.get('gradient_checkpointing') else 'off'}, LoRA r {e['lora_r']} in both "
+                    f"| {t['prompts_per_step']} prompts × {t['group_size']} samples | **{t['summary']['median']:.2f}×** "
+                    f"({t['summary']['min']:.2f}–{t['summary']['max']:.2f}, {t['summary']['rounds']} rounds) | ≥ 2× |")
+    if "comlrl" in e:
+        c = e["comlrl"]
+        rows.append(f"| CoMLRL MAGRPO, two agents; CoMLRL trains full weights (it has no LoRA), rolecall a LoRA "
+                    f"r {e['lora_r']} per role | 1 prompt × {c['group_size']} samples per agent "
+                    f"| **{c['summary']['median']:.2f}×** ({c['summary']['min']:.2f}–{c['summary']['max']:.2f}, "
+                    f"{c['summary']['rounds']} rounds) | ≥ 2× |")
+    rows += ["", _note(
+        f"SmolLM2-135M-Instruct (weights {e['model_sha256'][:16]}…), fixed-length work identical in every arm: "
+        f"the same problems of {e['problem_chars']} random characters through the model's chat template, every "
+        f"completion {e['completion_tokens']} tokens, one optimizer step per step, {e['timed_steps_per_run']} timed "
+        f"steps per run, the arms alternating. Recorded {e['date'][:10]} in `benchmarks/results/real_peers.json`, "
+        f"commit {str(e['commit'])[:7]}{' (dirty)' if e.get('dirty') else ''}, torch {e['versions']['torch']}."
+        + (" CoMLRL's arm recorded no completion lengths on this tokenizer (0): its completions are held at the "
+           "budget by `min_new_tokens`, not counted." if "comlrl" in e and not any(
+               r.get("mean_completion_tokens") for r in e["comlrl"]["comlrl"]) else ""))]
+    return "\n".join(rows) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
-    "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed,
+    "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
     "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
 
