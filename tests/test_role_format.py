@@ -268,8 +268,11 @@ def test_voting_without_format_penalty_records_and_charges_nothing():
     assert eps[0].turn_rewards == {} and "unformatted_turns" not in eps[0].info
 
 
-def test_eval_opt_format_penalty_charges_each_evaluator_turn_without_a_verdict():
-    options = {"rounds": 2, "role_format": "plain", "format_penalty": 0.5}
+@pytest.mark.parametrize("evaluator_reward", [False, True])
+def test_eval_opt_format_penalty_charges_each_evaluator_turn_without_a_verdict(evaluator_reward):
+    """Off the outcome (1.0 here) by default; off the evaluator's own reward with `evaluator_reward`
+    (an unreadable verdict earns 0, so 0 - 0.5; the right second verdict earns 1)."""
+    options = {"rounds": 2, "role_format": "plain", "format_penalty": 0.5, "evaluator_reward": evaluator_reward}
     eps, _ = run("eval_opt", by_role(generator=["\\boxed{41}", "\\boxed{42}"], evaluator=["hmm", "Correct."]),
                  options=options)
     (ep,) = eps
@@ -277,18 +280,7 @@ def test_eval_opt_format_penalty_charges_each_evaluator_turn_without_a_verdict()
     credit(eps, build_workflow("eval_opt", load_prompts("math"), options))
     first, second = [t.index for t in ep.turns if t.role == "evaluator"]
     assert ep.info["verdicts"] == [None, True] and ep.reward == 1.0
-    assert ep.turn_rewards == {first: 0.5}  # the parsed second verdict keeps the outcome
-
-
-def test_eval_opt_format_penalty_comes_off_the_evaluators_own_reward():
-    options = {"rounds": 2, "role_format": "plain", "format_penalty": 0.5, "evaluator_reward": True}
-    eps, _ = run("eval_opt", by_role(generator=["\\boxed{41}", "\\boxed{42}"], evaluator=["hmm", "Correct."]),
-                 options=options)
-    (ep,) = eps
-    score_strict(eps)
-    credit(eps, build_workflow("eval_opt", load_prompts("math"), options))
-    first, second = [t.index for t in ep.turns if t.role == "evaluator"]
-    assert ep.turn_rewards == {first: -0.5, second: 1.0}  # no verdict: 0 - 0.5; a right verdict: 1
+    assert ep.turn_rewards == ({first: -0.5, second: 1.0} if evaluator_reward else {first: 0.5})
 
 
 def test_chain_format_penalty_charges_a_verifier_without_a_verdict():
