@@ -319,19 +319,22 @@ def real_speed() -> str:
 def real_peers() -> str:
     """rolecall against TRL and CoMLRL on SmolLM2 (benchmarks/real_peers.py): the newest entry."""
     e = _load("real_peers.json")["runs"][-1]
+
+    def ratio(part: dict) -> str:
+        m = part["summary"]
+        return f"**{m['median']:.2f}×** ({m['min']:.2f}–{m['max']:.2f}, {m['rounds']} rounds)"
+
     rows = ["| against | work per step | rolecall ÷ peer, completions/s: median (rounds) | goal |", "|---|---|---|---|"]
     if "trl" in e:
         t = e["trl"]
         rows.append(f"| TRL {t['trl_version']} GRPOTrainer, activation recomputation "
                     f"{'on' if t.get('gradient_checkpointing') else 'off'}, LoRA r {e['lora_r']} in both "
-                    f"| {t['prompts_per_step']} prompts × {t['group_size']} samples | **{t['summary']['median']:.2f}×** "
-                    f"({t['summary']['min']:.2f}–{t['summary']['max']:.2f}, {t['summary']['rounds']} rounds) | ≥ 2× |")
+                    f"| {t['prompts_per_step']} prompts × {t['group_size']} samples | {ratio(t)} | ≥ 2× |")
     if "comlrl" in e:
         c = e["comlrl"]
         rows.append(f"| CoMLRL MAGRPO, two agents; CoMLRL trains full weights (it has no LoRA), rolecall a LoRA "
                     f"r {e['lora_r']} per role | 1 prompt × {c['group_size']} samples per agent "
-                    f"| **{c['summary']['median']:.2f}×** ({c['summary']['min']:.2f}–{c['summary']['max']:.2f}, "
-                    f"{c['summary']['rounds']} rounds) | ≥ 2× |")
+                    f"| {ratio(c)} | ≥ 2× |")
     rows += ["", _note(
         f"SmolLM2-135M-Instruct (weights {e['model_sha256'][:16]}…), fixed-length work identical in every arm: "
         f"the same problems of {e['problem_chars']} random characters through the model's chat template, every "

@@ -29,7 +29,8 @@ class _TemperedLogprob(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits_N_V: Tensor, targets_N: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    def forward(ctx, logits_N_V: Tensor, targets_N: Tensor, temperature: float, entropy: bool = True
+                ) -> tuple[Tensor, Tensor]:
         n, v = logits_N_V.shape
         rows = max(1, _BLOCK_ELEMENTS // max(v, 1))
         logp_N = logits_N_V.new_empty(n, dtype=torch.float32)
@@ -40,7 +41,8 @@ class _TemperedLogprob(torch.autograd.Function):
             lse = torch.logsumexp(z, -1, keepdim=True)
             z.sub_(lse)  # now log p
             logp_N[i:i + rows] = z.gather(-1, t_N1[i:i + rows]).squeeze(-1)
-            ent_N[i:i + rows] = -(z.exp() * z).sum(-1)
+            if entropy:  # the reference pass needs no entropy: skip its exp and product
+                ent_N[i:i + rows] = -(z.exp() * z).sum(-1)
             lse_N[i:i + rows] = lse.squeeze(-1)
         ctx.save_for_backward(logits_N_V, t_N1, lse_N)
         ctx.temperature = temperature
@@ -59,7 +61,7 @@ class _TemperedLogprob(torch.autograd.Function):
             p = (logits_N_V[i:i + rows].float() / T).sub_(lse_N[i:i + rows].unsqueeze(-1)).exp_()
             g = p.mul_(-g_N1[i:i + rows]).scatter_add_(-1, t_N1[i:i + rows], g_N1[i:i + rows])
             grad[i:i + rows] = g.div_(T)
-        return grad, None, None
+        return grad, None, None, None
 
 
 def token_logprobs_and_entropy(
@@ -90,7 +92,8 @@ def token_logprobs(logits_B_T_V: Tensor, targets_B_T: Tensor, temperature: float
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
     *lead, v = logits_B_T_V.shape
-    return _TemperedLogprob.apply(logits_B_T_V.reshape(-1, v), targets_B_T.reshape(-1), temperature)[0].view(*lead)
+    return _TemperedLogprob.apply(logits_B_T_V.reshape(-1, v), targets_B_T.reshape(-1), temperature,
+                                  False)[0].view(*lead)
 
 
 @torch.no_grad()
