@@ -105,6 +105,19 @@ def rolecall_run(steps: int, group: int = 8, max_new_tokens: int = 32, seed: int
             "step_s": times}
 
 
+def phase_targets() -> list[tuple[object, str, str]]:
+    """(owner, attribute, phase) of each function `rolecall_phases` times; a test checks they
+    still exist, so a rename in the trainer fails there, not in the middle of a benchmark run."""
+    import torch
+
+    import rolecall.algo.update as update
+    import rolecall.engines.hf as hf
+
+    return [(hf.HFEngine, "_prefill", "prefill"), (hf.HFEngine, "_decode", "decode"),
+            (update, "_forward", "train_forward"), (torch.Tensor, "backward", "train_backward"),
+            (update, "base_logps", "kl_ref_base_pass")]
+
+
 def rolecall_phases(steps: int = 10, seed: int = 0) -> dict:
     """Where a rolecall step of this task goes: wall milliseconds per step in each phase.
 
@@ -114,11 +127,6 @@ def rolecall_phases(steps: int = 10, seed: int = 0) -> dict:
     """
     from contextlib import ExitStack
     from unittest import mock
-
-    import torch
-
-    import rolecall.engines.hf as hf
-    import rolecall.algo.update as update
 
     spent: dict[str, float] = {}
 
@@ -131,11 +139,8 @@ def rolecall_phases(steps: int = 10, seed: int = 0) -> dict:
                 spent[key] = spent.get(key, 0.0) + time.perf_counter() - t0
         return wrapper
 
-    targets = [(hf.HFEngine, "_prefill", "prefill"), (hf.HFEngine, "_decode", "decode"),
-               (update, "_forward", "train_forward"), (torch.Tensor, "backward", "train_backward"),
-               (update, "_ref_logps", "kl_ref_base_pass")]
     with ExitStack() as stack:
-        for obj, name, key in targets:
+        for obj, name, key in phase_targets():
             stack.enter_context(mock.patch.object(obj, name, timed(key, getattr(obj, name))))
         run = rolecall_run(steps, seed=seed, after_warmup=spent.clear)
     ms = {k: 1000 * v / steps for k, v in spent.items()}

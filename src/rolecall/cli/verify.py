@@ -27,6 +27,17 @@ def _emit(payload: dict) -> None:
     sys.stdout.write(json.dumps(payload) + "\n")
 
 
+_ANSWER_FROM_HELP = ("Where the final answer is read: boxed (the last \\boxed{}), boxed_or_last_number or "
+                     "boxed_or_last_line (the same, else the last number or line when the text has no box).")
+
+
+def _check_answer_from(answer_from: str) -> None:
+    from rolecall.parsing import ANSWER_FROM
+
+    if answer_from not in ANSWER_FROM:
+        fail(f"--answer-from: unknown {answer_from!r}; allowed: {', '.join(ANSWER_FROM)}")
+
+
 @verify_app.command("math")
 def verify_math(
     gold: str = typer.Option(..., "--gold", help="The gold answer."),
@@ -36,8 +47,10 @@ def verify_math(
     checker: str = typer.Option("math_verify", help="math_verify (symbolic, in a killable worker) or strict."),
     deadline: float = typer.Option(5.0, help="Seconds one symbolic comparison may take; an answer that overruns it "
                                     "scores 0 (status pathological)."),
+    answer_from: str = typer.Option("boxed", "--answer-from", help=_ANSWER_FROM_HELP),
 ) -> None:
-    """Grade a completion's last \\boxed{} against the gold answer (the trainer's math reward)."""
+    """Grade a completion's last \\boxed{} (or the --answer-from fallback) against the gold answer (the trainer's
+    math reward)."""
     # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.rewards.math import CHECKERS, grade_math
     from rolecall.rewards.math_judge import MathJudge
@@ -46,10 +59,12 @@ def verify_math(
         fail(f"--checker: unknown {checker!r}; allowed: {', '.join(CHECKERS)}")
     if deadline <= 0:
         fail(f"--deadline must be > 0, got {deadline}")
+    _check_answer_from(answer_from)
     text = _read_completion(completion)
     judge = MathJudge(deadline) if checker == "math_verify" else None
     try:
-        s = grade_math(text, gold, missing_box_penalty=format_penalty, checker=checker, judge=judge)
+        s = grade_math(text, gold, missing_box_penalty=format_penalty, checker=checker, judge=judge,
+                       answer_from=answer_from)
     finally:
         if judge is not None:
             judge.close()
@@ -107,3 +122,84 @@ def verify_qa(
         fail(f"--metric: unknown {metric!r}; allowed: {', '.join(METRICS)}")
     s = grade_qa(_read_completion(completion), gold, metric=metric)
     _emit({**s.to_json(), "gold": gold})
+
+
+@verify_app.command("reasoning_gym")
+def verify_reasoning_gym(
+    completion: str = typer.Option(..., "--completion", help="A file holding the completion, or - for stdin."),
+    config: Optional[Path] = typer.Option(None, "--config", help="A run's config (or config.yaml in a run directory): "
+                                          "its task.gym, task.gym_options, validation seed (task.seed) and reward "
+                                          "settings are the defaults of the options below."),
+    problem: Optional[str] = typer.Option(None, "--problem", help="A problem's uid as a run logs it, GYM/SEED/INDEX "
+                                          "(e.g. chain_sum/1234/7): sets --gym, --seed and --index."),
+    gym: Optional[str] = typer.Option(None, "--gym", help="The reasoning-gym dataset, e.g. chain_sum."),
+    options: Optional[str] = typer.Option(None, "--options", help="The dataset's options as JSON (task.gym_options)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="The dataset seed (default: the config's task.seed, else 1234)."),
+    index: Optional[int] = typer.Option(None, "--index", help="Which item of that dataset (default 0)."),
+    answer_from: Optional[str] = typer.Option(None, "--answer-from", help=_ANSWER_FROM_HELP + " Default: the config's, "
+                                              "else boxed."),
+    format_penalty: Optional[float] = typer.Option(None, "--format-penalty", help="Score of a completion with no answer "
+                                                   "is minus this (default: the config's, else 0)."),
+    deadline: Optional[float] = typer.Option(None, help="Seconds score_answer may take (default: the config's "
+                                             "reward.gym_deadline_s, else 5)."),
+) -> None:
+    """Score a completion on one reasoning-gym problem with the dataset's own score_answer (the trainer's
+    reasoning_gym reward): the problem is regenerated from its dataset, options, seed and index."""
+    from rolecall.tasks.reasoning_gym import dataset
+
+    task = reward = None
+    if config is not None:
+        task, reward = _task_and_reward(config)
+        if task.name != "reasoning_gym":
+            fail(f"--config {str(config)!r}: task.name is {task.name!r}, not reasoning_gym")
+    if problem is not None:
+        parts = problem.rsplit("/", 2)
+        if len(parts) != 3 or not parts[1].lstrip("-").isdigit() or not parts[2].isdigit():
+            fail(f"--problem {problem!r}: expected GYM/SEED/INDEX, e.g. chain_sum/1234/7")
+        gym, seed, index = parts[0], int(parts[1]), int(parts[2])
+    gym = gym or (task.gym if task else None)
+    if not gym:
+        fail("name the problem: --gym (with --seed and --index), --problem GYM/SEED/INDEX, or --config")
+    try:
+        opts = json.loads(options) if options is not None else dict(task.gym_options) if task else {}
+    except json.JSONDecodeError as e:
+        fail(f"--options: not JSON ({e})")
+    if not isinstance(opts, dict):
+        fail(f"--options: expected a JSON object, got {options!r}")
+    seed = seed if seed is not None else task.seed if task else 1234
+    index = index if index is not None else 0
+    answer_from = answer_from or (reward.answer_from if reward else "boxed")
+    format_penalty = format_penalty if format_penalty is not None else reward.format_penalty if reward else 0.0
+    deadline = deadline if deadline is not None else reward.gym_deadline_s if reward else 5.0
+    _check_answer_from(answer_from)
+    if index < 0 or deadline <= 0 or format_penalty < 0:
+        fail("--index and --format-penalty must be >= 0 and --deadline > 0")
+    try:
+        entry = json.loads(json.dumps(dataset(gym, opts, seed, index + 1)[index]))
+    except ValueError as e:  # unknown dataset, refused options, no reasoning-gym installed
+        fail(str(e).replace("task.gym_options", "--options").replace("task.gym", "--gym"))
+    text = _read_completion(completion)
+    from rolecall.rewards.verifiers.reasoning_gym import ReasoningGymVerifier
+    from rolecall.types import Problem
+
+    v = ReasoningGymVerifier(answer_from=answer_from, format_penalty=format_penalty, deadline_s=deadline)
+    try:
+        s = v.score(text, Problem(uid=f"{gym}/{seed}/{index}", prompt=str(entry["question"]),
+                                  answer=str(entry.get("answer")), meta={"gym": gym, "gym_options": opts, "entry": entry}))
+    finally:
+        v.close()
+    _emit({**s.to_json(), "gold": entry.get("answer"), "problem": f"{gym}/{seed}/{index}", "question": entry["question"]})
+
+
+def _task_and_reward(config: Path):
+    """The config's task and reward sections; a run directory's config.yaml is read as it is."""
+    from rolecall.config import ConfigError, load_config
+
+    path = config / "config.yaml" if config.is_dir() else config
+    if not path.is_file():
+        fail(f"--config {str(config)!r}: no such file")
+    try:
+        cfg = load_config(path, [])
+    except ConfigError as e:
+        fail(f"--config {str(config)!r}: {e}")
+    return cfg.task, cfg.reward
