@@ -14,7 +14,7 @@ CoMLRL venv, ~1.5 minutes). Needs `pip install -e ".[bench]"`.
      recorder) vs a bare decode loop (forward with KV cache, argmax) at the same batch size.
   6, 7. Scaling with group size and parallel slots; peak memory (scaling.py).
 
-Writes benchmarks/results/<date>.json with its provenance (commit, weights hash, versions,
+Writes benchmarks/results/<date>.json (<date>_2.json for a second run that day) with its provenance (commit, weights hash, versions,
 cores, matmul rate) and prints a table.
 """
 from __future__ import annotations
@@ -183,6 +183,17 @@ def _missed(doc: dict) -> dict:
     return out
 
 
+def dated_result(folder: Path, day: str | None = None) -> Path:
+    """`<day>.json`, or `<day>_2.json`, `_3`, ... when a run that day already wrote one: a result
+    is never overwritten (benchmarks/tables.py shows the newest)."""
+    day = day or str(date.today())
+    out, n = folder / f"{day}.json", 1
+    while out.exists():
+        n += 1
+        out = folder / f"{day}_{n}.json"
+    return out
+
+
 def main() -> None:
     from benchmarks import comlrl_compare, scaling, trl_compare
     from benchmarks.policy_sharing import ip_sp_cost
@@ -197,7 +208,7 @@ def main() -> None:
         from benchmarks import compute
 
         raise SystemExit(compute.main(["--out", str(args.out)] if args.out else []))
-    args.out = args.out or HERE / "results" / f"{date.today()}.json"
+    args.out = args.out or dated_result(HERE / "results")
     torch.set_num_threads(2)
     t0 = time.time()
     parts: dict[str, dict] = {}

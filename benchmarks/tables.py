@@ -1,6 +1,6 @@
 """README tables rendered from benchmarks/results/, never copied by hand.
 
-A table in the README sits between `<!-- table:NAME -->` and `<!-- /table -->`; `TABLES[NAME]`
+A table in the README (or another of `DOCUMENTS`) sits between `<!-- table:NAME -->` and `<!-- /table -->`; `TABLES[NAME]`
 renders it from the result files. `python -m benchmarks.tables` rewrites every such block;
 `python -m benchmarks.tables --check` exits 1 naming each block that no longer matches (a
 test runs the check).
@@ -22,6 +22,8 @@ from benchmarks.provenance import latest  # noqa: E402  (after the path fix abov
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
+# Every document whose tables are generated: a block may sit in any of them.
+DOCUMENTS = [README, ROOT / "benchmarks" / "README.md", ROOT / "docs" / "real_tier.md"]
 BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -97,45 +99,67 @@ def _goal(spec: str) -> str:
     return f"{'≥' if op == '>=' else '≤'} {value}"
 
 
-SPEED_FILE = "2026-11-23.json"
+def speed_file() -> str:
+    """The newest `python -m benchmarks.run` result: `<date>.json`, or `<date>_<n>.json` for a
+    later run on the same day (the script never overwrites one)."""
+    def key(path: Path) -> tuple[str, int]:
+        day, _, n = path.stem.partition("_")
+        return day, int(n or 1)
+
+    found = [p for p in RESULTS.glob("20??-??-??*.json") if SPEED_NAME.fullmatch(p.name)]
+    return max(found, key=key).name
+
+
+SPEED_NAME = re.compile(r"\d{4}-\d\d-\d\d(_\d+)?\.json")
 
 
 def speed() -> str:
-    """`python -m benchmarks.run` on the embedded model: the five speed ratios of one result file."""
-    doc = _load(SPEED_FILE)
+    """`python -m benchmarks.run` on the embedded model: the speed ratios of its newest result file."""
+    file = speed_file()
+    doc = _load(file)
     d, goals = doc["details"], doc["goals"]
-    trl, com = d["trl"], d["comlrl"]
+    com = d["comlrl"]
 
     def span(runs: list[dict]) -> str:
         rates = [r["completions_per_s"] for r in runs]
         return f"{min(rates):.0f}-{max(rates):.0f}"
 
-    rounds_trl = ", ".join(f"{r:.2f}" for r in trl["ratio_per_round"])
-    rounds_com = com["ratio_per_round"]
-    # trl_compare.py left GRPOConfig's gradient_checkpointing at TRL's default then (on in TRL 1.16:
-    # trl/trainer/base_config.py); a file that records the setting says which it was.
-    gc = trl.get("gradient_checkpointing")
-    gc_text = f"gradient checkpointing {'on (TRL default)' if gc is None else 'on' if gc else 'off'}"
-    gc_note = ("" if gc is not None else
+    def trl_row(trl: dict, ratio: float) -> str:
+        # A file that does not record the setting ran GRPOConfig's default, on in TRL 1.16
+        # (trl/trainer/base_config.py): the TRL arm recomputed activations in its backward pass.
+        gc = trl.get("gradient_checkpointing")
+        gc_text = ("on (TRL's default)" if gc is None or (gc and trl.get("gradient_checkpointing_source") == "TRL default")
+                   else "on" if gc else "off")
+        rounds = ", ".join(f"{r:.2f}" for r in trl["ratio_per_round"])
+        return (f"| single-agent GRPO, {trl['prompts_per_step']} × {trl['group_size']} completions/step, "
+                f"{trl['max_new_tokens']}-token budget | {span(trl['rolecall'])} completions/s "
+                f"| TRL {trl['trl_version']} GRPOTrainer, gradient checkpointing {gc_text}: {span(trl['trl'])} "
+                f"completions/s | **{ratio:.2f}×** (rounds {rounds}) | {_goal(goals['trl_throughput_ratio'])}× |")
+
+    trl = d["trl"]
+    gc_note = ("" if trl.get("gradient_checkpointing") is not None else
                f"The file records TRL's version ({trl['trl_version']}) but not its gradient-checkpointing setting: "
-               f"`trl_compare.py` then kept GRPOConfig's default, which is on in TRL {trl['trl_version']}, so "
-               "the TRL arm recomputed activations in its backward pass. ")
+               f"`trl_compare.py` then kept GRPOConfig's default, which is on in TRL {trl['trl_version']}. ")
+    rows_trl = [trl_row(trl, doc["trl_throughput_ratio"])]
+    if "trl_no_checkpointing" in d:
+        rows_trl.append(trl_row(d["trl_no_checkpointing"], doc["trl_no_checkpointing_throughput_ratio"]))
+    rounds_com = com["ratio_per_round"]
     comlrl_version = {r["version"] for r in com["comlrl"]}
     ip, sp = d["ip_sp_cost"]["ip_s_per_ktoken"], d["ip_sp_cost"]["sp_s_per_ktoken"]
+    # An older script stored SP/IP in ip_sp_cost_ratio; the row always shows IP/SP, the goal's direction.
+    field_note = ("" if abs(doc["ip_sp_cost_ratio"] - ip / sp) < 1e-9 else
+                  f"The file's `ip_sp_cost_ratio` field holds SP/IP ({doc['ip_sp_cost_ratio']:.2f}); the row shows "
+                  "IP/SP, the direction its goal is stated in. ")
     ma, fb = d["mixed_adapter"], d["forward_bound"]
     rows = [
         "| measure | rolecall | baseline | ratio | goal |",
         "|---|---|---|---|---|",
-        f"| single-agent GRPO, {trl['prompts_per_step']} × {trl['group_size']} completions/step, "
-        f"{trl['max_new_tokens']}-token budget | {span(trl['rolecall'])} completions/s "
-        f"| TRL {trl['trl_version']} GRPOTrainer, {gc_text}: {span(trl['trl'])} completions/s "
-        f"| **{doc['trl_throughput_ratio']:.2f}×** (rounds {rounds_trl}) | {_goal(goals['trl_throughput_ratio'])}× |",
+        *rows_trl,
         f"| two cooperating roles, {com['agents']} × {com['group_size']} completions/step, "
         f"{com['max_new_tokens']}-token budget | {span(com['rolecall'])} completions/s "
         f"| CoMLRL {', '.join(sorted(comlrl_version))} MAGRPO: {span(com['comlrl'])} completions/s "
         f"| **{doc['comlrl_throughput_ratio']:.2f}×** (rounds {min(rounds_com):.2f}-{max(rounds_com):.2f}) "
         f"| {_goal(goals['comlrl_throughput_ratio'])}× |",
-        # The file's ip_sp_cost_ratio is SP/IP (the script divided that way then); the goal is on IP/SP.
         f"| Isolated- vs Shared-Policy cost per thousand trained tokens (voting, {d['ip_sp_cost']['steps']} "
         f"alternating steps) | Isolated: {ip:.3f} s | Shared: {sp:.3f} s | {ip / sp:.2f} (IP/SP) "
         f"| IP/SP {_goal(goals['ip_sp_cost_ratio'])} |",
@@ -147,11 +171,29 @@ def speed() -> str:
         f"| {doc['generation_fraction_of_forward_bound']:.2f} "
         f"| {_goal(goals['generation_fraction_of_forward_bound'])} |",
         "",
-        _note(f"Completions/s are per round (the ratio is the median of the rounds' ratios). {gc_note}"
-              f"The file's `ip_sp_cost_ratio` field holds SP/IP ({doc['ip_sp_cost_ratio']:.2f}); the row shows "
-              f"IP/SP, the direction its goal is stated in. {_provenance_note(doc, SPEED_FILE)}"),
+        _note(f"Completions/s are per round (the ratio is the median of the rounds' ratios). {gc_note}{field_note}"
+              f"{_provenance_note(doc, file)}"),
     ]
     return "\n".join(rows) + "\n"
+
+
+def speed_notes() -> str:
+    """The prose under the speed table: run time, the CoMLRL rounds' spread, memory and scaling,
+    from the same result file."""
+    file = speed_file()
+    doc = _load(file)
+    d = doc["details"]
+    rounds = d["comlrl"]["ratio_per_round"]
+    mem, growth = d["memory"], d["scaling"]["group_size_growth"]
+    sizes = sorted(int(g) for g in d["scaling"]["group_size"])
+    text = (f"`python -m benchmarks.run` took {doc['wall_s'] / 60:.1f} minutes for this file "
+            f"(`benchmarks/results/{file}`). The CoMLRL ratio's {len(rounds)} alternating rounds range "
+            f"{min(rounds):.2f}–{max(rounds):.2f}; this VM's speed drifts between runs for both arms, so read "
+            f"that ratio with its range. From the same file (`details.memory`, `details.scaling`): peak memory "
+            f"of the default run {mem['default_run_peak_rss_mb'] / 1024:.2f} GiB RSS (`algo.micro_batch_tokens` "
+            f"trades it for speed), and step time grows sub-linearly with the group size ({sizes[0]} → "
+            f"{sizes[-1]}: {growth['time_ratio']:.2f}× the time for {growth['token_ratio']:.2f}× the tokens).")
+    return _note(text) + "\n"
 
 
 # Which runs of learning.json each table shows, by the base weights they started from, and the
@@ -348,7 +390,7 @@ def real_peers() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed,
+    "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
     "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
 
@@ -371,17 +413,20 @@ def render(text: str) -> tuple[str, list[str]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="Exit 1 if a README table differs from its rendering.")
+    ap.add_argument("--check", action="store_true", help="Exit 1 if a table differs from its rendering.")
     args = ap.parse_args()
-    text = README.read_text()
-    new, changed = render(text)
-    if args.check:
-        for name in changed:
-            print(f"README table {name!r} does not match benchmarks/results/ (run python -m benchmarks.tables)")
-        return 1 if changed else 0
-    README.write_text(new)
-    print(f"rewrote {changed or 'nothing'}")
-    return 0
+    stale = False
+    for doc in DOCUMENTS:
+        new, changed = render(doc.read_text())
+        where = doc.relative_to(ROOT)
+        if args.check:
+            for name in changed:
+                print(f"{where}: table {name!r} does not match benchmarks/results/ (run python -m benchmarks.tables)")
+            stale = stale or bool(changed)
+        elif changed:
+            doc.write_text(new)
+            print(f"{where}: rewrote {changed}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

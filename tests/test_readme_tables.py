@@ -4,18 +4,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.tables import BLOCK, TABLES, render  # noqa: E402
+from benchmarks.tables import BLOCK, DOCUMENTS, TABLES, render  # noqa: E402
 
 
-def test_every_readme_table_matches_its_results():
-    text = (ROOT / "README.md").read_text()
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda d: str(d.relative_to(ROOT)))
+def test_every_generated_table_matches_its_results(doc):
+    text = doc.read_text()
     names = [m.group("name") for m in BLOCK.finditer(text)]
-    assert names and set(names) <= set(TABLES)
+    assert set(names) <= set(TABLES)
+    assert names or doc != ROOT / "README.md"
     _, changed = render(text)
-    assert changed == [], f"stale README tables {changed}: run python -m benchmarks.tables"
+    assert changed == [], f"stale tables {changed} in {doc.name}: run python -m benchmarks.tables"
 
 
 def test_a_hand_edited_number_is_caught():
@@ -25,23 +29,71 @@ def test_a_hand_edited_number_is_caught():
     assert render(edited)[1] == [m.group("name")]
 
 
-def test_speed_table_states_which_ratio_it_shows_and_what_the_file_lacks():
+def _speed_doc(old: bool) -> dict:
+    """A `python -m benchmarks.run` result: as the 2026-11-23 script wrote it (SP/IP in the ratio
+    field, no TRL setting, no provenance) or as it writes now."""
+    def arm(rates):
+        return [{"completions_per_s": r, "version": "1.4.3"} for r in rates]
+
+    trl = {"trl_version": "1.16.0", "prompts_per_step": 8, "group_size": 8, "max_new_tokens": 32,
+           "trl": arm([10, 12]), "rolecall": arm([30, 33]), "ratio_per_round": [3.0, 2.75]}
+    details = {"trl": trl if old else {**trl, "gradient_checkpointing": True,
+                                       "gradient_checkpointing_source": "TRL default"},
+               "comlrl": {"agents": 2, "group_size": 8, "max_new_tokens": 32, "comlrl": arm([5, 6]),
+                          "rolecall": arm([11, 12]), "ratio_per_round": [2.2, 2.0]},
+               "ip_sp_cost": {"steps": 6, "ip_s_per_ktoken": 0.52, "sp_s_per_ktoken": 0.5},
+               "mixed_adapter": {"batch": 48, "mixed_tokens_per_s": 900.0, "single_adapter_tokens_per_s": 1000.0},
+               "forward_bound": {"batch": 16, "new_tokens": 32, "generate_tokens_per_s": 870.0,
+                                 "forward_bound_tokens_per_s": 1000.0}}
+    doc = {"date": "2026-11-23", "machine": "x86_64, 2 threads", "trl_throughput_ratio": 2.9,
+           "comlrl_throughput_ratio": 2.1, "ip_sp_cost_ratio": 0.5 / 0.52 if old else 0.52 / 0.5,
+           "mixed_adapter_ratio": 0.9, "generation_fraction_of_forward_bound": 0.87, "details": details,
+           "goals": {"trl_throughput_ratio": ">= 1.5", "comlrl_throughput_ratio": ">= 2.0", "ip_sp_cost_ratio": "<= 1.05",
+                     "mixed_adapter_ratio": ">= 0.9", "generation_fraction_of_forward_bound": ">= 0.5"}}
+    if not old:
+        details["trl_no_checkpointing"] = {**trl, "gradient_checkpointing": False, "gradient_checkpointing_source": "set",
+                                           "ratio_per_round": [2.5, 2.4]}
+        doc.update(trl_no_checkpointing_throughput_ratio=2.45, date="2026-11-28", commit="abcdef1234", dirty=False)
+    return doc
+
+
+@pytest.mark.parametrize("old", [True, False])
+def test_speed_table_states_which_ratio_it_shows_and_how_trl_ran(tmp_path, monkeypatch, old):
     import json
 
     from benchmarks import tables
 
-    doc = json.loads((tables.RESULTS / tables.SPEED_FILE).read_text())
-    cost = doc["details"]["ip_sp_cost"]
+    (tmp_path / "2026-11-20.json").write_text("{}")  # older: never shown
+    (tmp_path / "2026-11-23.json").write_text(json.dumps(_speed_doc(old)))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
     out = tables.speed()
     ip_sp_row = next(line for line in out.splitlines() if line.startswith("| Isolated- vs Shared-Policy"))
-    assert f"{cost['ip_s_per_ktoken'] / cost['sp_s_per_ktoken']:.2f} (IP/SP)" in ip_sp_row
-    assert "IP/SP ≤" in ip_sp_row
-    trl_row = next(line for line in out.splitlines() if line.startswith("| single-agent GRPO"))
-    assert "gradient checkpointing on" in trl_row
+    assert "1.04 (IP/SP)" in ip_sp_row and "IP/SP ≤" in ip_sp_row
+    trl_rows = [line for line in out.splitlines() if line.startswith("| single-agent GRPO")]
     flat = " ".join(out.split())  # the note under the table is wrapped
-    if not doc.get("commit"):
-        assert "predates provenance records (no commit or weights hash)" in flat
-    assert doc["date"] in flat
+    assert "gradient checkpointing on (TRL's default)" in trl_rows[0] and "**2.90×**" in trl_rows[0]
+    assert ("field holds SP/IP (0.96)" in flat) == old
+    if old:
+        assert len(trl_rows) == 1 and "predates provenance records (no commit or weights hash)" in flat
+        assert "not its gradient-checkpointing setting" in flat
+    else:
+        assert len(trl_rows) == 2 and "gradient checkpointing off" in trl_rows[1] and "**2.45×**" in trl_rows[1]
+        assert "commit abcdef1" in flat
+
+
+def test_the_speed_table_shows_the_newest_run_and_a_same_day_rerun_is_newer(tmp_path, monkeypatch):
+    from benchmarks import tables
+    from benchmarks.run import dated_result
+
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    for name in ("2026-11-23.json", "2026-11-28.json", "notes.json", "real_speed.json"):
+        (tmp_path / name).write_text("{}")
+    assert tables.speed_file() == "2026-11-28.json"
+    again = dated_result(tmp_path, "2026-11-28")
+    assert again.name == "2026-11-28_2.json"
+    again.write_text("{}")
+    assert dated_result(tmp_path, "2026-11-28").name == "2026-11-28_3.json"
+    assert tables.speed_file() == "2026-11-28_2.json"
 
 
 def _learning_doc(val_curve, budget_s=900.0):
@@ -74,5 +126,5 @@ def test_learning_peak_counts_only_validations_within_the_budget(tmp_path, monke
 def test_every_rendered_table_names_its_result_file():
     from benchmarks import tables
 
-    for name in ("speed", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
+    for name in ("speed", "speed_notes", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
         assert "benchmarks/results/" in " ".join(tables.TABLES[name]().split()), name
