@@ -25,6 +25,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.provenance import write_result  # noqa: E402
 from examples.collaboration_game import LearnerSpec, dumps, experiment, summary_table, write_svg  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "collaboration_game.json"
@@ -59,7 +60,7 @@ def main() -> None:
     write_svg(results, PLOT)  # from the full-resolution curves
     thin_curves(results)
     RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(dumps(results) + "\n")
+    write_result(RESULTS, results, model_dir=None, dumps=dumps)
     print(summary_table(results))
     print(f"\nwall time {results['total_wall_s']} s (main experiment {results['wall_s']} s); "
           f"wrote {RESULTS.relative_to(ROOT)} and {PLOT.relative_to(ROOT)}")

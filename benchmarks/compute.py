@@ -51,6 +51,7 @@ from statistics import median
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 
 from benchmarks.compute_model import Shape, make_model  # noqa: E402  (after the path fix above)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -454,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             part = doc["ip_sp"] = ip_sp(model_dir, args.ip_sp_steps)
         part["measured"] = time.strftime("%Y-%m-%d %H:%M")
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        write_result(args.out, doc, model_dir=model_dir)
         print(f"{args.only}: {({k: v for k, v in part.items() if k != 'profile'})}; wrote {args.out}")
         return 0
     n_params = shape.n_lin + shape.hidden * shape.vocab
@@ -492,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                      "ip_sp_cost_ratio": "<= 1.05"},
            "wall_s": round(time.time() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    write_result(args.out, doc, model_dir=model_dir)
     print(f"training MFU {train['mfu']:.2f}, engine/bare {gen['engine_vs_bare']:.2f}; wrote {args.out}")
     return 0
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.comlrl_arm import dataset_overrides, problems_file  # noqa: E402  (after the path fix above)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = json.loads(args.out.read_text()) if args.out.exists() else {}
     doc["peers"] = result
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    write_result(args.out, doc, model_dir=model_dir)
     print(f"rolecall / TRL {result['trl']['ratio']:.2f}, rolecall / CoMLRL {result['comlrl']['ratio']:.2f}; "
           f"wrote {args.out}")
     return 0

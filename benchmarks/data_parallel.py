@@ -19,6 +19,7 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "data_parallel.json"
@@ -76,7 +77,7 @@ def main() -> int:
               "update_ratio": round(two["update_s"] / one["update_s"], 3),
               "step_ratio": round(two["step_s"] / one["step_s"], 3)}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, result)
     print(f"1 process: {one['step_s']:.2f} s/step (rollout {one['rollout_s']:.2f} s, update {one['update_s']:.2f} s); "
           f"2 gloo processes: {two['step_s']:.2f} s/step (rollout {two['rollout_s']:.2f} s, update "
           f"{two['update_s']:.2f} s): step x{result['step_ratio']:.2f}; wrote {RESULT}")

@@ -25,6 +25,7 @@ from pathlib import Path
 from statistics import fmean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "deliberation.json"
@@ -115,7 +116,7 @@ def main() -> int:
               "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean,
               "bar": "trained > sft, persist and refine (mean over seeds)", "passed": passed, "runs": runs}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, result)
     write_curves(runs, PLOT)
     print(f"mean validation accuracy: {json.dumps(mean)}; bar {'met' if passed else 'NOT met'}; wrote {RESULT}")
     return 0 if passed else 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from datetime import date
 from pathlib import Path
@@ -26,6 +27,9 @@ from rolecall.diagnostics.trajectory import role_signatures
 from rolecall.train.session import build_monitor
 from rolecall.train.stack import build_stack
 from rolecall.train.step import train_step
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "diagnostics_overhead.json"
 
@@ -71,7 +75,7 @@ def main() -> None:
            "results": results,
            "goal_met": all(r["overhead_frac"] <= 0.10 for r in results)}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(doc, indent=2) + "\n")
+    write_result(OUT, doc)
     for r in results:
         print(f"{r['routing']:>8}: full {r['step_s_full']:.2f} s/step, basic {r['step_s_basic']:.2f} s/step, "
               f"overhead {100 * r['overhead_frac']:+.1f} %  (signatures {1000 * r['signatures_s']:.0f} ms)")

@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 RESULT = Path(__file__).resolve().parent / "results" / "fsdp_probe.json"
 ADAPTERS = ("alpha", "beta")
@@ -179,7 +180,7 @@ def main() -> int:
               "FSDP2 fully_shard per decoder layer + root on 2 gloo processes; torch.compile in one process",
               "fsdp": {**fsdp, "seconds": fsdp_s}, "torch_compile": compiled}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(report, indent=1) + "\n")
+    write_result(RESULT, report)
     print(json.dumps(report, indent=1))
     return 0
 

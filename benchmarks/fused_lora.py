@@ -33,6 +33,7 @@ import torch
 import rolecall.policies.lora_router as router_module
 from benchmarks.compute import positive_int, stack_update, update_setup
 from benchmarks.compute_model import Shape, make_model
+from benchmarks.provenance import write_result
 
 HERE = Path(__file__).resolve().parent
 FUSED = router_module.fusable
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"embedded: {doc['embedded']}", flush=True)
     doc["wall_s"] = round(time.time() - t_start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    write_result(args.out, doc, model_dir=None)  # built here, then deleted
     print(f"wrote {args.out}")
     return 0
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.learning import HERE, run_child  # noqa: E402
+from benchmarks.provenance import write_result  # noqa: E402
 
 GRID = HERE.parent / "configs" / "grids" / "cpu.yaml"
 RESULTS = HERE / "results" / "grid_cpu"
@@ -62,10 +63,10 @@ def main() -> int:
         if (out / "report" / name).is_file():
             shutil.copy(out / "report" / name, RESULTS / name)
     met = wall <= BAR_S and not failed
-    (RESULTS / "run.json").write_text(json.dumps({
+    write_result(RESULTS / "run.json", {
         "grid": str(GRID.relative_to(HERE.parent)), "executor": "ray (local)" if a.ray else "sequential",
         "wall_s": wall, "bar_s": BAR_S, "failed_cells": failed, "met": met, "base_weights": weights,
-        "date": time.strftime("%Y-%m-%d"), "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}, indent=2) + "\n")
+        "date": time.strftime("%Y-%m-%d"), "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}})
     print(f"cpu grid: {wall / 60:.1f} min ({'bar met' if met else 'bar NOT met'}); tables in {RESULTS}")
     return 0 if met else 1
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "heterogeneous.json"
@@ -82,7 +83,7 @@ def main() -> int:
               "bar": "validation accuracy +10 points over step 0 within the budget", "passed": passed,
               "val_curve": curve}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, result)
     print(f"step 0 {start:.3f} -> best {best['accuracy']:.3f} at step {best['step']} ({best['elapsed_s']:.0f}s); "
           f"bar {'met' if passed else 'NOT met'}; wrote {RESULT}")
     return 0 if passed else 1

@@ -25,6 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 CONFIGS = HERE.parent / "configs" / "examples"
 
@@ -104,7 +107,7 @@ def main() -> None:
             out = a.runs_dir / f"{wf}-{routing}-{int(time.time())}"
             results["runs"][f"{wf}-{routing}"] = summarize(run(wf, routing, out, a.extra), a.budget_min * 60)
             results_file.parent.mkdir(exist_ok=True)
-            results_file.write_text(json.dumps(results, indent=2) + "\n")  # after each run: a crash keeps the rest
+            write_result(results_file, results)  # after each run: a crash keeps the rest
     print("| workflow | routing | step 0 (base) | best ≤ budget | at end (≤ budget) | gain (points) | optimizer steps / iteration | wall time |")
     print("|---|---|---|---|---|---|---|---|")
     for name, r in results["runs"].items():

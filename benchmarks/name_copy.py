@@ -38,6 +38,9 @@ from rolecall.basemodel.make import build_model, copy_steps, name_fact_text, tra
 from rolecall.basemodel.tokenizer import build_tokenizer  # noqa: E402
 from rolecall.policies.model import resolve_model_dir  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
+
 RESULT = Path(__file__).resolve().parent / "results" / "name_copy.json"
 KINDS = ("question", "bridge", "answer")
 ROLE_TURNS = ("first_query", "second_query", "answer_turn")
@@ -107,7 +110,7 @@ def measure_saved(path: Path) -> int:
     build = path / "rolecall_base.json"
     record[path.name] = {"date": time.strftime("%Y-%m-%d"), **point,
                          "build": json.loads(build.read_text()) if build.exists() else None}
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    write_result(out, record, model_dir=path)
     return 0
 
 
@@ -146,11 +149,11 @@ def main() -> int:
             print(json.dumps(point), flush=True)
     result = RESULT.with_name("name_copy_shift.json") if a.shift else RESULT
     result.parent.mkdir(parents=True, exist_ok=True)
-    result.write_text(json.dumps({
+    write_result(result, {
         "date": time.strftime("%Y-%m-%d"), "steps": a.steps, "rows": a.rows, "lr": a.lr, "shift": a.shift,
         "machine": {"cpus": os.cpu_count(), "threads": torch.get_num_threads(), "python": platform.python_version(),
                     "torch": torch.__version__},
-        "curve": curve}, indent=2) + "\n")
+        "curve": curve}, model_dir=None)  # trained from scratch here
     return 0
 
 

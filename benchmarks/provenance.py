@@ -4,7 +4,10 @@
 weights' hash, the library versions, the machine (cores, and the fp32 matmul rate measured in
 the same run: it drifts from day to day here), the date and the exact command.
 `append_result` adds a result to a file's history and never overwrites an earlier one;
-`latest` picks the newest result per measure for a summary.
+`latest` picks the newest result per measure for a summary. `write_result` is for the
+benchmarks whose file holds one result: the file is the newest (the summary), stamped with
+its provenance, and every version written is appended to `results/history/<name>.jsonl`,
+which is never rewritten.
 """
 from __future__ import annotations
 
@@ -73,6 +76,34 @@ def append_result(path: Path, key: str, entry: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, path)
+
+
+def write_result(path: Path, doc: dict, *, model_dir: Path | str | None = "embedded", matmul: bool = False,
+                 dumps=None, history: Path | None = None) -> dict:
+    """Write `doc` to `path` with its provenance under "provenance" (`model_dir`: the weights the
+    result was measured on, "embedded" for the embedded model, None for none), and append the
+    same JSON as one line to `history/<path's stem>.jsonl` next to it (`history`: another folder,
+    for tests). `dumps` formats the file (default: JSON indented by 1). Returns the stamped doc."""
+    if model_dir == "embedded":
+        from rolecall.policies.model import embedded_dir
+
+        model_dir = embedded_dir()
+    stamped = {**doc, "provenance": provenance(Path(model_dir) if model_dir else None, matmul=matmul)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text((dumps or (lambda d: json.dumps(d, indent=1)))(stamped) + "\n")
+    os.replace(tmp, path)
+    log = (history or path.parent / "history") / f"{path.stem}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:  # one line a result: an earlier line is never touched
+        fh.write(json.dumps(stamped, sort_keys=True) + "\n")
+    return stamped
+
+
+def provenance_of(doc: dict) -> dict:
+    """A result's provenance fields: under "provenance" (`write_result`) or at its top level."""
+    return doc.get("provenance") or doc
 
 
 def latest(entries: list[dict], *fields: str) -> list[dict]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -62,7 +63,7 @@ def main() -> int:
     result = {"config": "configs/examples/voting.yaml + rollout.request_seeds=true", "machine":
               f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"), "arms": arms}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, result)
     print(f"wrote {RESULT}")
     return 0
 

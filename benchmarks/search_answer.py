@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "search_answer.json"
@@ -111,7 +112,7 @@ def main() -> int:
               f"paired gain {res['paired'].get('gain')} (95 % {res['paired'].get('ci95')})")
     results.update(date=time.strftime("%Y-%m-%d"), machine={"cpus": os.cpu_count(), "python": platform.python_version()})
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(RESULT, results, model_dir=a.model or "embedded")
     print("bar met" if met else "bar NOT met: validation F1 did not rise beyond chance within the budget")
     return 0 if met else 1
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from statistics import fmean, pstdev
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.learning import HERE, run  # noqa: E402
 
 RESULTS = HERE / "results" / "seed_claims.json"
@@ -47,7 +48,7 @@ def _largest_drop(curve: list[dict]) -> float:
 def _save(section: str, arms: dict) -> dict:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results.setdefault(section, {}).update(arms)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(RESULTS, results)
     return results[section]
 
 

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 from statistics import median
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "shared_machine.json"
 STEPS = 8
@@ -63,7 +66,7 @@ def main() -> int:
               "alone": alone, "pair_all_cores_each": pinned, "pair_automatic_threads": auto,
               "slowdown_all_cores_each": slow(pinned), "slowdown_automatic_threads": slow(auto)}
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(RESULT, result)
     print(f"alone {alone['median_s_per_step']:.2f} s/step; two runs, all cores each: x{result['slowdown_all_cores_each']}"
           f" per step; two runs, automatic threads: x{result['slowdown_automatic_threads']}; wrote {RESULT}")
     return 0

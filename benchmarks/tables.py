@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.provenance import latest  # noqa: E402  (after the path fix above)
+from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -88,8 +88,10 @@ def _note(text: str) -> str:
 
 def _provenance_note(doc: dict, file: str) -> str:
     """Where a table's numbers come from, and what the file does not record."""
-    if doc.get("commit"):
-        return f"Recorded {doc['date'][:10]} in `benchmarks/results/{file}`, commit {str(doc['commit'])[:7]}."
+    prov = provenance_of(doc)
+    if prov.get("commit"):
+        return (f"Recorded {prov['date'][:10]} in `benchmarks/results/{file}`, commit {str(prov['commit'])[:7]}"
+                f"{' (uncommitted changes)' if prov.get('dirty') else ''}.")
     return (f"Recorded {doc['date']} ({doc['machine']}) in `benchmarks/results/{file}`; this file predates "
             f"provenance records (no commit or weights hash).")
 

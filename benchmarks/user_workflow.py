@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
 from benchmarks.learning import HERE, run, summarize  # noqa: E402
 
 BASE_BAR, GAIN_BAR = 0.20, 10.0
@@ -49,7 +50,7 @@ def main() -> int:
     results_file = HERE / "results" / "learning.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {}
     results.setdefault("runs", {})[f"{name}-isolated"] = res
-    results_file.write_text(json.dumps(results, indent=2) + "\n")
+    write_result(results_file, results)
     f = res["final_within_budget"]
     print(f"{name} (user wording): step 0 {res['base_accuracy']:.3f}, best within budget "
           f"{res['best_within_budget']:.3f}, at end {f['accuracy']:.3f} (step {f['step']}, "

@@ -17,6 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.provenance import write_result  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "vllm_cpu.json"
@@ -97,7 +100,7 @@ def main() -> int:
     ok &= steps == [1, 2]
     checks["passed"] = bool(ok)
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(checks, indent=1) + "\n")
+    write_result(RESULT, checks)
     print(json.dumps(checks, indent=1))
     return 0 if ok else 1
 
