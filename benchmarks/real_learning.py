@@ -4,14 +4,15 @@
     python benchmarks/real_learning.py --base-only                # step-0 accuracy of every config
     python benchmarks/real_learning.py --only voting-ip           # one config, 60 minutes
     python benchmarks/real_learning.py                            # every config, 60 minutes each
+    python benchmarks/real_learning.py --details RUN_DIR...       # metrics of finished runs, read again
 
 Each run is the real CLI, `rolecall train configs/real/smollm2-<name>.yaml` with
 `train.max_minutes` at the budget, read back from its metrics.jsonl: the step-0 validation
 accuracy (the base model: fresh LoRA adapters change nothing), the best validation accuracy,
 its step and minutes, and for each role whose output the workflow parses (the aggregator's
 pick, the evaluator's or verifier's verdict) the fraction of validation episodes at that step
-in which it parsed. Every entry is appended to benchmarks/results/real_learning.json with its
-provenance (commit, model hash, versions, machine, command); nothing earlier is overwritten,
+in which it parsed, and the workflow's own validation metrics there (`val_metrics`). Every
+entry is appended to benchmarks/results/real_learning.json with its provenance (commit, model hash, versions, machine, command); nothing earlier is overwritten,
 and the table printed at the end shows the newest entry per config.
 """
 from __future__ import annotations
@@ -47,6 +48,13 @@ def role_format(row: dict) -> dict:
             if k.startswith("val/") and k.endswith("_parsed") and v is not None}
 
 
+def val_metrics(row: dict) -> dict:
+    """A validation row's run-level metrics (accuracy, reward, the workflow's own: selection
+    accuracy, verdict accuracy, pass@k ...), without the per-role and per-policy detail."""
+    return {k.removeprefix("val/"): v for k, v in row.items()
+            if k.startswith("val/") and not k.startswith(("val/role/", "val/policy/"))}
+
+
 def read_run(run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     vals = [r for r in rows if "val/accuracy" in r]
@@ -57,6 +65,7 @@ def read_run(run_dir: Path) -> dict:
     return {"base": base["val/accuracy"], "best": best["val/accuracy"], "best_step": best["step"],
             "minutes_to_best": round(best["time/elapsed_s"] / 60, 1), "role_format": role_format(best),
             "role_format_base": role_format(base),
+            "val_metrics": {"base": val_metrics(base), "best": val_metrics(best)},
             "curve": [[r["step"], r["val/accuracy"], round(r["time/elapsed_s"] / 60, 1)] for r in vals],
             "stopped": stop and stop.get("reason")}
 
@@ -107,7 +116,18 @@ def main() -> None:
                     help="A config override for every run (recorded with the entry), e.g. "
                          "workflow.options.format_penalty=0.5.")
     ap.add_argument("--keep", type=Path, default=None, help="Where the run directories go (default: a temp dir).")
+    ap.add_argument("--details", type=Path, nargs="+", metavar="RUN_DIR",
+                    help="Read finished runs of this script (their run_dir) and append their workflow metrics at "
+                         "step 0 and at the best step to the file's `details` list; trains nothing.")
     args = ap.parse_args()
+    if args.details:
+        for run_dir in args.details:
+            entry = {"run_dir": str(run_dir), "config": describe(run_dir.name.rsplit("-", 2)[0])["config"],
+                     **{k: v for k, v in read_run(run_dir).items() if k != "curve"},
+                     **provenance(None, matmul=False)}
+            append_result(RESULT, "details", entry)
+            print(json.dumps({k: entry[k] for k in ("config", "best_step", "val_metrics")}))
+        return
     from rolecall.policies.real_models import real_model_dir
 
     keep = args.keep or Path(tempfile.mkdtemp(prefix="rolecall-real-"))
