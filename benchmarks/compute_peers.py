@@ -1,7 +1,7 @@
 """Peer ratios where compute dominates: rolecall against TRL's GRPOTrainer (one role) and
 CoMLRL's MAGRPO (two roles) on the compute benchmark's 28 M-parameter Qwen3 (random weights).
 
-    python -m benchmarks.compute_peers      # ~15 minutes on 2 cores (the CoMLRL venv is built first if missing)
+    python -m benchmarks.compute_peers      # ~22 minutes on 2 cores (3 rounds) (the CoMLRL venv is built first if missing)
 
 Writes benchmarks/results/compute_peers.json (`python -m benchmarks.run --size compute` runs it
 too, after the MFU measurements, into the `peers` section of compute.json). The work is fixed-length in every arm, so each
@@ -124,7 +124,7 @@ def _brief(run: dict) -> dict:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in run.items() if k in keep}
 
 
-def peers(model_dir: Path, rounds: int = 2, steps: int = 3) -> dict:
+def peers(model_dir: Path, rounds: int = 3, steps: int = 3) -> dict:
     """Both ratios on the model in `model_dir` (benchmarks.compute.make_model)."""
     t0 = time.time()
     chars = problem_chars(model_dir)
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.compute_model import Shape, make_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (a ratio is reported with its range)")
     ap.add_argument("--steps", type=int, default=3, help="steps per run, the first untimed")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "compute_peers.json",
                     help="the result file whose `peers` section this writes")
