@@ -198,6 +198,44 @@ def speed_notes() -> str:
     return _note(text) + "\n"
 
 
+def compute_notes() -> str:
+    """`python -m benchmarks.run --size compute`: the 28 M-parameter model's figures, with spreads."""
+    doc = _load("compute.json")
+    t, g, peers, ipsp = doc["training_phase"], doc["generation"], doc["peers"], doc["ip_sp"]
+    m = doc["model"]
+    mfu, limit = t["mfu_each"], t["limit_gflops_around"]
+    trl, com = peers["trl"], peers["comlrl"]
+    pairs = ipsp["ip_sp_pair_ratios"]
+    by_mb = {e["micro_batch_tokens"]: e for e in doc["scaling"]["by_micro_batch_tokens"]}
+    small, default = by_mb[min(by_mb)], by_mb[max(by_mb)]
+
+    def rounds(r: dict) -> str:
+        each = r["ratio_per_round"]
+        return f"{r['ratio']:.2f}× (rounds {min(each):.2f}–{max(each):.2f})"
+
+    text = (f"**Where compute dominates** (`python -m benchmarks.run --size compute`, a {m['parameters_m']:.0f} "
+            f"M-parameter Qwen3-shaped model with random weights, {t['prompt_tokens']}-token prompts, "
+            f"{t['completion_tokens']}-token completions; `benchmarks/results/compute.json`, recorded "
+            f"{str(provenance_of(doc).get('date') or doc['date'])[:10]}, "
+            f"{'commit ' + provenance_of(doc)['commit'][:7] if provenance_of(doc).get('commit') else 'before provenance records'}"
+            f"): the training phase reached {t['mfu']:.2f} of the machine's fp32 matmul "
+            f"rate measured around it, median of {len(mfu)} repeats ranging {min(mfu):.2f}–{max(mfu):.2f} "
+            f"(goal {doc['goals']['training_mfu'].split()[-1]}; the rate itself read {min(limit):.0f}–{max(limit):.0f} "
+            f"GFLOP/s across the repeats). Generation ran at {g['engine_vs_bare']:.2f}× a bare decode loop with the "
+            f"same shared prefill, cache and attention, and that loop ran {g['cache_and_attention_gain']:.2f}× "
+            f"faster than on transformers' own cache; a batch mixing 3 adapters ran at {g['mixed_adapter_ratio']:.2f}× "
+            f"one adapter. On identical fixed-length work with that model, rolecall trained at {rounds(trl)} TRL's "
+            f"GRPOTrainer and {rounds(com)} CoMLRL's MAGRPO, {peers['rounds']} alternating rounds each (goals 1.5× "
+            f"and 2×; `benchmarks.compute_peers` now runs 3). An Isolated-Policy training step cost "
+            f"{ipsp['ip_sp_cost_ratio']:.2f}× a Shared-Policy one per trained token (goal ≤ 1.05; {len(pairs)} "
+            f"alternating step pairs, each pair {min(pairs):.2f}–{max(pairs):.2f}). For "
+            f"{default['completion_tokens']:,}-token completions, peak memory follows `algo.micro_batch_tokens`: "
+            f"{default['peak_rss_mb'] / 1024:.1f} GiB at the default ({default['micro_batch_tokens']:,}) and "
+            f"{small['peak_rss_mb'] / 1024:.1f} GiB at {small['micro_batch_tokens']:,}, in "
+            f"{default['seconds']:.0f} s and {small['seconds']:.0f} s. Details and profiles: `benchmarks/README.md`.")
+    return _note(text) + "\n"
+
+
 # Which runs of learning.json each table shows, by the base weights they started from, and the
 # words next to each workflow's name (the file holds the rest).
 LEARNING_CURRENT_WEIGHTS = "864ee2495cd695d0"
@@ -392,7 +430,7 @@ def real_peers() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes,
+    "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
     "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
 

@@ -126,5 +126,5 @@ def test_learning_peak_counts_only_validations_within_the_budget(tmp_path, monke
 def test_every_rendered_table_names_its_result_file():
     from benchmarks import tables
 
-    for name in ("speed", "speed_notes", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
+    for name in ("speed", "speed_notes", "compute_notes", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
         assert "benchmarks/results/" in " ".join(tables.TABLES[name]().split()), name
