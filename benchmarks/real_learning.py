@@ -55,6 +55,13 @@ def val_metrics(row: dict) -> dict:
             if k.startswith("val/") and not k.startswith(("val/role/", "val/policy/"))}
 
 
+def val_curve(run_dir: Path) -> list[dict]:
+    """Every validation of a run: its step, minutes and `val_metrics`."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [{"step": r["step"], "minutes": round(r["time/elapsed_s"] / 60, 1), **val_metrics(r)}
+            for r in rows if "val/accuracy" in r]
+
+
 def read_run(run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     vals = [r for r in rows if "val/accuracy" in r]
@@ -118,13 +125,13 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="Where the run directories go (default: a temp dir).")
     ap.add_argument("--details", type=Path, nargs="+", metavar="RUN_DIR",
                     help="Read finished runs of this script (their run_dir) and append their workflow metrics at "
-                         "step 0 and at the best step to the file's `details` list; trains nothing.")
+                         "every validation to the file's `details` list; trains nothing.")
     args = ap.parse_args()
     if args.details:
         for run_dir in args.details:
             entry = {"run_dir": str(run_dir), "config": describe(run_dir.name.rsplit("-", 2)[0])["config"],
                      **{k: v for k, v in read_run(run_dir).items() if k != "curve"},
-                     **provenance(None, matmul=False)}
+                     "val_metrics_curve": val_curve(run_dir), **provenance(None, matmul=False)}
             append_result(RESULT, "details", entry)
             print(json.dumps({k: entry[k] for k in ("config", "best_step", "val_metrics")}))
         return

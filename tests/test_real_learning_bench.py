@@ -49,3 +49,5 @@ def test_details_appends_finished_runs_without_training(tmp_path, monkeypatch, c
     (entry,) = doc["details"]
     assert entry["config"] == "configs/real/smollm2-voting-sp.yaml" and entry["best_step"] == 5
     assert entry["val_metrics"]["best"]["voting/selection_acc"] == 0.8 and entry["commit"]
+    assert [(v["step"], v["minutes"], v["voting/selection_acc"]) for v in entry["val_metrics_curve"]] == [
+        (0, 1.5, 0.51), (5, 6.7, 0.8), (10, 11.7, 0.85)]
