@@ -62,6 +62,14 @@ def val_curve(run_dir: Path) -> list[dict]:
             for r in rows if "val/accuracy" in r]
 
 
+def train_curve(run_dir: Path) -> list[dict]:
+    """Every training step's reward, role formats and each role's truncated share and length."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    keep = ("reward/mean", "_parsed", "/truncated_frac", "/completion_len")
+    return [{"step": r["step"], **{k: v for k, v in r.items() if k.endswith(keep)}}
+            for r in rows if "reward/mean" in r and "val/accuracy" not in r]
+
+
 def read_run(run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     vals = [r for r in rows if "val/accuracy" in r]
@@ -125,13 +133,15 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="Where the run directories go (default: a temp dir).")
     ap.add_argument("--details", type=Path, nargs="+", metavar="RUN_DIR",
                     help="Read finished runs of this script (their run_dir) and append their workflow metrics at "
-                         "every validation to the file's `details` list; trains nothing.")
+                         "every validation, and each training step's reward, role formats and truncation, to the "
+                         "file's `details` list; trains nothing.")
     args = ap.parse_args()
     if args.details:
         for run_dir in args.details:
             entry = {"run_dir": str(run_dir), "config": describe(run_dir.name.rsplit("-", 2)[0])["config"],
                      **{k: v for k, v in read_run(run_dir).items() if k != "curve"},
-                     "val_metrics_curve": val_curve(run_dir), **provenance(None, matmul=False)}
+                     "val_metrics_curve": val_curve(run_dir), "train_curve": train_curve(run_dir),
+                     **provenance(None, matmul=False)}
             append_result(RESULT, "details", entry)
             print(json.dumps({k: entry[k] for k in ("config", "best_step", "val_metrics")}))
         return

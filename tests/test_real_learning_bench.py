@@ -15,7 +15,8 @@ def _run(tmp_path: Path) -> Path:
     rows = [
         {"step": 0, "time/elapsed_s": 90.0, "val/accuracy": 0.26, "val/voting/aggregator_parsed": 0.72,
          "val/voting/selection_acc": 0.51, "val/role/aggregator/entropy": 0.9, "val/policy/shared/kl": 0.0},
-        {"step": 1, "time/elapsed_s": 150.0, "reward/mean": 0.3},
+        {"step": 1, "time/elapsed_s": 150.0, "reward/mean": 0.3, "voting/aggregator_parsed": 0.9,
+         "role/aggregator/truncated_frac": 0.25, "role/aggregator/entropy": 0.8},
         {"step": 5, "time/elapsed_s": 400.0, "val/accuracy": 0.5, "val/voting/aggregator_parsed": 0.97,
          "val/voting/selection_acc": 0.8},
         {"step": 10, "time/elapsed_s": 700.0, "val/accuracy": 0.5, "val/voting/aggregator_parsed": 0.99,
@@ -51,3 +52,5 @@ def test_details_appends_finished_runs_without_training(tmp_path, monkeypatch, c
     assert entry["val_metrics"]["best"]["voting/selection_acc"] == 0.8 and entry["commit"]
     assert [(v["step"], v["minutes"], v["voting/selection_acc"]) for v in entry["val_metrics_curve"]] == [
         (0, 1.5, 0.51), (5, 6.7, 0.8), (10, 11.7, 0.85)]
+    assert entry["train_curve"] == [{"step": 1, "reward/mean": 0.3, "voting/aggregator_parsed": 0.9,
+                                     "role/aggregator/truncated_frac": 0.25}]
