@@ -60,7 +60,7 @@ def real_learning() -> str:
         elif "workflow_options" not in e and not overridden and e["workflow"] != "single":
             config += " (outcome reward only: before format_penalty was in the config)"
         best = f"{e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']})"
-        if e["minutes_to_best"] > e["budget_min"]:  # the run's closing validation, after its last step
+        if e["minutes_to_best"] > e["budget_min"]:  # a validation that ended after the budget
             inside = [c for c in e.get("curve", []) if c[0] > 0 and c[2] <= e["budget_min"]]
             late = True
             if inside:
@@ -72,8 +72,8 @@ def real_learning() -> str:
     shown = latest([r for r in runs if not r.get("base_only")], "config", "overrides")
     models = sorted({e["model_sha256"][:16] + "…" for e in shown if e.get("model_sha256")})
     rows += ["", _note(f"Model weights SHA-256: {', '.join(models)}. Validation: the same 100 problems in every "
-                       "run." + (" †: the run's closing validation, taken after its last step once the budget was "
-                                 "spent; the role formats are at that step." if late else ""))]
+                       "run." + (" †: a validation that ended after the budget was spent (the run's closing "
+                                 "validation, or the last one its steps reached); the role formats are at that step." if late else ""))]
     return "\n".join(rows) + "\n"
 
 
