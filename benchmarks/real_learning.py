@@ -137,6 +137,9 @@ def main() -> None:
                          "file's `details` list; trains nothing.")
     args = ap.parse_args()
     if args.details:
+        missing = [str(d) for d in args.details if not (d / "metrics.jsonl").is_file()]
+        if missing:
+            sys.exit(f"--details: no metrics.jsonl in {', '.join(missing)} (a run directory of this script)")
         for run_dir in args.details:
             entry = {"run_dir": str(run_dir), "config": describe(run_dir.name.rsplit("-", 2)[0])["config"],
                      **{k: v for k, v in read_run(run_dir).items() if k != "curve"},

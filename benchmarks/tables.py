@@ -174,7 +174,8 @@ def speed() -> str:
         f"| {_goal(goals['generation_fraction_of_forward_bound'])} |",
         "",
         _note(f"Completions/s are per round (the ratio is the median of the rounds' ratios). {gc_note}{field_note}"
-              f"{_provenance_note(doc, file)}"),
+              + "".join(f"Goal missed in this run: `{k}` {v}. " for k, v in (doc.get("missed") or {}).items())
+              + _provenance_note(doc, file)),
     ]
     return "\n".join(rows) + "\n"
 

@@ -53,7 +53,8 @@ def _speed_doc(old: bool) -> dict:
     if not old:
         details["trl_no_checkpointing"] = {**trl, "gradient_checkpointing": False, "gradient_checkpointing_source": "set",
                                            "ratio_per_round": [2.5, 2.4]}
-        doc.update(trl_no_checkpointing_throughput_ratio=2.45, date="2026-11-28", commit="abcdef1234", dirty=False)
+        doc.update(trl_no_checkpointing_throughput_ratio=2.45, date="2026-11-28", commit="abcdef1234", dirty=False,
+                   missed={"mixed_adapter_ratio": "0.874 vs goal >= 0.9 (short by 0.026)"})
     return doc
 
 
@@ -78,7 +79,7 @@ def test_speed_table_states_which_ratio_it_shows_and_how_trl_ran(tmp_path, monke
         assert "not its gradient-checkpointing setting" in flat
     else:
         assert len(trl_rows) == 2 and "gradient checkpointing off" in trl_rows[1] and "**2.45×**" in trl_rows[1]
-        assert "commit abcdef1" in flat
+        assert "commit abcdef1" in flat and "Goal missed in this run: `mixed_adapter_ratio` 0.874" in flat
 
 
 def test_the_speed_table_shows_the_newest_run_and_a_same_day_rerun_is_newer(tmp_path, monkeypatch):
