@@ -75,7 +75,7 @@ def test_the_task_refuses_another_verifier_and_the_verifier_reads_answer_from():
 
 def test_a_missing_package_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # `import reasoning_gym` now raises ImportError
-    with pytest.raises(ConfigError, match=r"needs the reasoning-gym package: pip install 'rolecall\[reasoning_gym\]'"):
+    with pytest.raises(ConfigError, match=r"needs the reasoning-gym package: pip install 'rolecall\[reasoning-gym\]'"):
         load_config(None, GYM)
 
 

@@ -1,6 +1,6 @@
 """Problems from a reasoning-gym procedural dataset (`task.name=reasoning_gym`, `task.gym`).
 
-`pip install 'rolecall[reasoning_gym]'`; reasoning-gym is imported only when this task is
+`pip install 'rolecall[reasoning-gym]'`; reasoning-gym is imported only when this task is
 used. `task.gym` names the dataset and `task.gym_options` holds its own options (the fields of
 its config class); both are checked by reasoning-gym at config load.
 
@@ -27,7 +27,7 @@ from importlib import metadata
 from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
 
-INSTALL = "pip install 'rolecall[reasoning_gym]'"
+INSTALL = "pip install 'rolecall[reasoning-gym]'"
 LIST_THEM = "python -c \"import reasoning_gym; print(sorted(reasoning_gym.factory.DATASETS))\""
 RESERVED = ("seed", "size")  # rolecall's: the split
 _SALT = "rolecall reasoning_gym training seed"
