@@ -12,8 +12,9 @@ accuracy (the base model: fresh LoRA adapters change nothing), the best validati
 its step and minutes, and for each role whose output the workflow parses (the aggregator's
 pick, the evaluator's or verifier's verdict) the fraction of validation episodes at that step
 in which it parsed, and the workflow's own validation metrics there (`val_metrics`). Every
-entry is appended to benchmarks/results/real_learning.json with its provenance (commit, model hash, versions, machine, command); nothing earlier is overwritten,
-and the table printed at the end shows the newest entry per config.
+entry is appended to benchmarks/results/real_learning.json with its provenance (commit, model
+hash, versions, machine, command); nothing earlier is overwritten, and the table printed at the
+end shows the newest entry per config.
 """
 from __future__ import annotations
 
@@ -55,23 +56,25 @@ def val_metrics(row: dict) -> dict:
             if k.startswith("val/") and not k.startswith(("val/role/", "val/policy/"))}
 
 
-def val_curve(run_dir: Path) -> list[dict]:
+def metric_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def val_curve(rows: list[dict]) -> list[dict]:
     """Every validation of a run: its step, minutes and `val_metrics`."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return [{"step": r["step"], "minutes": round(r["time/elapsed_s"] / 60, 1), **val_metrics(r)}
             for r in rows if "val/accuracy" in r]
 
 
-def train_curve(run_dir: Path) -> list[dict]:
+def train_curve(rows: list[dict]) -> list[dict]:
     """Every training step's reward, role formats and each role's truncated share and length."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     keep = ("reward/mean", "_parsed", "/truncated_frac", "/completion_len")
     return [{"step": r["step"], **{k: v for k, v in r.items() if k.endswith(keep)}}
             for r in rows if "reward/mean" in r and "val/accuracy" not in r]
 
 
-def read_run(run_dir: Path) -> dict:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+def read_run(run_dir: Path, rows: list[dict] | None = None) -> dict:
+    rows = metric_rows(run_dir) if rows is None else rows
     vals = [r for r in rows if "val/accuracy" in r]
     base = next(r for r in vals if r["step"] == 0)
     trained = [r for r in vals if r["step"] > 0] or [base]
@@ -141,9 +144,10 @@ def main() -> None:
         if missing:
             sys.exit(f"--details: no metrics.jsonl in {', '.join(missing)} (a run directory of this script)")
         for run_dir in args.details:
+            rows = metric_rows(run_dir)
             entry = {"run_dir": str(run_dir), "config": describe(run_dir.name.rsplit("-", 2)[0])["config"],
-                     **{k: v for k, v in read_run(run_dir).items() if k != "curve"},
-                     "val_metrics_curve": val_curve(run_dir), "train_curve": train_curve(run_dir),
+                     **{k: v for k, v in read_run(run_dir, rows).items() if k != "curve"},
+                     "val_metrics_curve": val_curve(rows), "train_curve": train_curve(rows),
                      **provenance(None, matmul=False)}
             append_result(RESULT, "details", entry)
             print(json.dumps({k: entry[k] for k in ("config", "best_step", "val_metrics")}))

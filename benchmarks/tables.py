@@ -1,9 +1,9 @@
 """README tables rendered from benchmarks/results/, never copied by hand.
 
-A table in the README (or another of `DOCUMENTS`) sits between `<!-- table:NAME -->` and `<!-- /table -->`; `TABLES[NAME]`
-renders it from the result files. `python -m benchmarks.tables` rewrites every such block;
-`python -m benchmarks.tables --check` exits 1 naming each block that no longer matches (a
-test runs the check).
+A table in the README (or another of `DOCUMENTS`) sits between `<!-- table:NAME -->` and
+`<!-- /table -->`; `TABLES[NAME]` renders it from the result files. `python -m benchmarks.tables`
+rewrites every such block; `python -m benchmarks.tables --check` exits 1 naming each block that
+no longer matches (a test runs the check).
 """
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def real_learning() -> str:
     models = sorted({e["model_sha256"][:16] + "…" for e in shown if e.get("model_sha256")})
     rows += ["", _note(f"Model weights SHA-256: {', '.join(models)}. Validation: the same 100 problems in every "
                        "run." + (" †: a validation that ended after the budget was spent (the run's closing "
-                                 "validation, or the last one its steps reached); the role formats are at that step." if late else ""))]
+                                 "validation, or the last one its steps reached); the role formats are at that "
+                                 "step." if late else ""))]
     return "\n".join(rows) + "\n"
 
 
@@ -101,6 +102,9 @@ def _goal(spec: str) -> str:
     return f"{'≥' if op == '>=' else '≤'} {value}"
 
 
+SPEED_NAME = re.compile(r"\d{4}-\d\d-\d\d(_\d+)?\.json")
+
+
 def speed_file() -> str:
     """The newest `python -m benchmarks.run` result: `<date>.json`, or `<date>_<n>.json` for a
     later run on the same day (the script never overwrites one)."""
@@ -108,11 +112,7 @@ def speed_file() -> str:
         day, _, n = path.stem.partition("_")
         return day, int(n or 1)
 
-    found = [p for p in RESULTS.glob("20??-??-??*.json") if SPEED_NAME.fullmatch(p.name)]
-    return max(found, key=key).name
-
-
-SPEED_NAME = re.compile(r"\d{4}-\d\d-\d\d(_\d+)?\.json")
+    return max((p for p in RESULTS.glob("*.json") if SPEED_NAME.fullmatch(p.name)), key=key).name
 
 
 def speed() -> str:
@@ -130,8 +130,8 @@ def speed() -> str:
         # A file that does not record the setting ran GRPOConfig's default, on in TRL 1.16
         # (trl/trainer/base_config.py): the TRL arm recomputed activations in its backward pass.
         gc = trl.get("gradient_checkpointing")
-        gc_text = ("on (TRL's default)" if gc is None or (gc and trl.get("gradient_checkpointing_source") == "TRL default")
-                   else "on" if gc else "off")
+        default = gc is None or trl.get("gradient_checkpointing_source") == "TRL default"
+        gc_text = "off" if gc is False else "on (TRL's default)" if default else "on"
         rounds = ", ".join(f"{r:.2f}" for r in trl["ratio_per_round"])
         return (f"| single-agent GRPO, {trl['prompts_per_step']} × {trl['group_size']} completions/step, "
                 f"{trl['max_new_tokens']}-token budget | {span(trl['rolecall'])} completions/s "
@@ -202,6 +202,7 @@ def speed_notes() -> str:
 def compute_notes() -> str:
     """`python -m benchmarks.run --size compute`: the 28 M-parameter model's figures, with spreads."""
     doc = _load("compute.json")
+    prov = provenance_of(doc)
     t, g, peers, ipsp = doc["training_phase"], doc["generation"], doc["peers"], doc["ip_sp"]
     m = doc["model"]
     mfu, limit = t["mfu_each"], t["limit_gflops_around"]
@@ -217,9 +218,8 @@ def compute_notes() -> str:
     text = (f"**Where compute dominates** (`python -m benchmarks.run --size compute`, a {m['parameters_m']:.0f} "
             f"M-parameter Qwen3-shaped model with random weights, {t['prompt_tokens']}-token prompts, "
             f"{t['completion_tokens']}-token completions; `benchmarks/results/compute.json`, recorded "
-            f"{str(provenance_of(doc).get('date') or doc['date'])[:10]}, "
-            f"{'commit ' + provenance_of(doc)['commit'][:7] if provenance_of(doc).get('commit') else 'before provenance records'}"
-            f"): the training phase reached {t['mfu']:.2f} of the machine's fp32 matmul "
+            f"{str(prov.get('date') or doc['date'])[:10]}, "
+            f"{'commit ' + prov['commit'][:7] if prov.get('commit') else 'before provenance records'}): the training phase reached {t['mfu']:.2f} of the machine's fp32 matmul "
             f"rate measured around it, median of {len(mfu)} repeats ranging {min(mfu):.2f}–{max(mfu):.2f} "
             f"(goal {doc['goals']['training_mfu'].split()[-1]}; the rate itself read {min(limit):.0f}–{max(limit):.0f} "
             f"GFLOP/s across the repeats). Generation ran at {g['engine_vs_bare']:.2f}× a bare decode loop with the "

@@ -19,6 +19,18 @@ def fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def load_config_or_fail(path, overrides: list[str], what: str = ""):
+    """The validated config at `path` (None: the embedded default) with `overrides`, or one line
+    naming the problem (prefixed by `what`, e.g. the option that named the file) and exit 2."""
+    # imported here: keeps rolecall --help from loading torch
+    from rolecall.config import ConfigError, load_config
+
+    try:
+        return load_config(path, overrides)
+    except ConfigError as e:
+        fail(f"{what}{e}")
+
+
 # What a user can cause or fix: a wrong value or path, a missing or unreadable file, a dataset
 # row, a damaged checkpoint, a busy run directory, a sandbox that cannot isolate. These print
 # one line and exit 2; anything else is a bug in rolecall and keeps its traceback.

@@ -11,19 +11,13 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import as_user_errors, console, fail
+from rolecall.cli.common import as_user_errors, console, fail, load_config_or_fail
 
 
 def _config(config: Optional[Path], overrides: list[str], steps: Optional[int]):
-    # imported here: keeps rolecall --help and config checks from loading torch
-    from rolecall.config import ConfigError, load_config
-
     if steps is not None:
         overrides = [*overrides, f"train.steps={steps}"]
-    try:
-        return load_config(config, overrides)
-    except ConfigError as e:
-        fail(str(e))
+    return load_config_or_fail(config, overrides)
 
 
 def _split_args(config: Optional[str], overrides: list[str]) -> tuple[Optional[Path], list[str]]:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import fail
+from rolecall.cli.common import fail, load_config_or_fail
 
 
 verify_app = typer.Typer(no_args_is_help=True, help="Score one completion with a verifier; prints one JSON object.")
@@ -145,7 +145,7 @@ def verify_reasoning_gym(
 ) -> None:
     """Score a completion on one reasoning-gym problem with the dataset's own score_answer (the trainer's
     reasoning_gym reward): the problem is regenerated from its dataset, options, seed and index."""
-    from rolecall.tasks.reasoning_gym import dataset
+    from rolecall.tasks.reasoning_gym import make_entries, make_problem
 
     task = reward = None
     if config is not None:
@@ -174,32 +174,25 @@ def verify_reasoning_gym(
     _check_answer_from(answer_from)
     if index < 0 or deadline <= 0 or format_penalty < 0:
         fail("--index and --format-penalty must be >= 0 and --deadline > 0")
-    try:
-        entry = json.loads(json.dumps(dataset(gym, opts, seed, index + 1)[index]))
+    try:  # the problem exactly as the task makes it, JSON round trip and checks included
+        p = make_problem(gym, opts, seed, index, make_entries(gym, opts, seed, index + 1, "requested")[index])
     except ValueError as e:  # unknown dataset, refused options, no reasoning-gym installed
         fail(str(e).replace("task.gym_options", "--options").replace("task.gym", "--gym"))
     text = _read_completion(completion)
     from rolecall.rewards.verifiers.reasoning_gym import ReasoningGymVerifier
-    from rolecall.types import Problem
 
     v = ReasoningGymVerifier(answer_from=answer_from, format_penalty=format_penalty, deadline_s=deadline)
     try:
-        s = v.score(text, Problem(uid=f"{gym}/{seed}/{index}", prompt=str(entry["question"]),
-                                  answer=str(entry.get("answer")), meta={"gym": gym, "gym_options": opts, "entry": entry}))
+        s = v.score(text, p)
     finally:
         v.close()
-    _emit({**s.to_json(), "gold": entry.get("answer"), "problem": f"{gym}/{seed}/{index}", "question": entry["question"]})
+    _emit({**s.to_json(), "gold": p.meta["entry"].get("answer"), "problem": p.uid, "question": p.prompt})
 
 
 def _task_and_reward(config: Path):
     """The config's task and reward sections; a run directory's config.yaml is read as it is."""
-    from rolecall.config import ConfigError, load_config
-
     path = config / "config.yaml" if config.is_dir() else config
     if not path.is_file():
         fail(f"--config {str(config)!r}: no such file")
-    try:
-        cfg = load_config(path, [])
-    except ConfigError as e:
-        fail(f"--config {str(config)!r}: {e}")
+    cfg = load_config_or_fail(path, [], what=f"--config {str(config)!r}: ")
     return cfg.task, cfg.reward

@@ -73,8 +73,9 @@ def dataset(gym: str, options: dict, seed: int, size: int):
                          f"{type(e).__name__}: {e}; its options: {allowed}") from None
 
 
-def _entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[dict]:
-    """The split's entries as JSON data; ValueError if one is not."""
+def make_entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[dict]:
+    """The first `size` entries of the dataset as JSON data; ValueError if one is not (`split`
+    names them in the message)."""
     ds, out = dataset(gym, options, seed, size), []
     for i in range(size):
         entry = ds[i]
@@ -93,7 +94,9 @@ def _entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[
     return out
 
 
-def _problem(gym: str, options: dict, seed: int, i: int, entry: dict) -> Problem:
+def make_problem(gym: str, options: dict, seed: int, i: int, entry: dict) -> Problem:
+    """Item `i` of the dataset drawn with `seed` as a Problem: uid `GYM/SEED/INDEX`, and in `meta`
+    what the verifier needs to score it (also used by `rolecall verify reasoning_gym`)."""
     answer = entry.get("answer")
     return Problem(uid=f"{gym}/{seed}/{i}", prompt=str(entry["question"]),
                    answer="" if answer is None else str(answer),
@@ -104,11 +107,11 @@ def _problems(cfg, count_tokens=None, log=print):
     t = cfg.task
     options = dict(t.gym_options)
     val_seed, train_seed = split_seeds(t.seed, t.n_val, t.gym_train_size)
-    val = [_problem(t.gym, options, val_seed, i, e)
-           for i, e in enumerate(_entries(t.gym, options, val_seed, t.n_val, "validation"))]
+    val = [make_problem(t.gym, options, val_seed, i, e)
+           for i, e in enumerate(make_entries(t.gym, options, val_seed, t.n_val, "validation"))]
     seen = {p.prompt for p in val}
-    train = [_problem(t.gym, options, train_seed, i, e)
-             for i, e in enumerate(_entries(t.gym, options, train_seed, t.gym_train_size, "training"))]
+    train = [make_problem(t.gym, options, train_seed, i, e)
+             for i, e in enumerate(make_entries(t.gym, options, train_seed, t.gym_train_size, "training"))]
     kept = [p for p in train if p.prompt not in seen]
     if not kept:
         raise ValueError(f"task.gym: every one of the {len(train)} training questions of {t.gym!r} is also a "
