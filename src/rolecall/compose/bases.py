@@ -6,6 +6,7 @@ policy's base. Roles routed to `base` (adapters off) run on the run's own model.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +14,8 @@ import torch
 from rolecall.engines.hf import HFEngine
 from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
-from rolecall.policies.model import adapter_params, attach_adapters, load_model, load_tokenizer, resolve_model_dir
+from rolecall.policies.model import (adapter_params, attach_adapters, check_weights, load_model, load_tokenizer,
+                                     resolve_model_dir)
 from rolecall.policies.routing import Routing
 
 
@@ -37,29 +39,59 @@ def policy_paths(cfg, routing: Routing) -> dict[str, str]:
     return {p: own.get(p, cfg.model.path) for p in routing.adapters}
 
 
+def base_paths(cfg, routing: Routing) -> dict[str, tuple[str, ...]]:
+    """Every base model path the run needs, the run's own first: {path: the adapter policies it serves}."""
+    paths = policy_paths(cfg, routing)
+    order = [cfg.model.path] + sorted({p for p in paths.values() if p != cfg.model.path})
+    return {path: tuple(p for p in routing.adapters if paths[p] == path) for path in order}
+
+
 def build_bases(cfg, routing: Routing, default_tok, only: str | None = None) -> dict[str, Base]:
     """Every base the run needs (or just the one at path `only`), the run's own first, keyed by
     path; adapters attached, LoRA A seeded from `train.seed` in a fixed order (so a resume
     rebuilds the same starting point).
     A base that serves no adapter stays bare (roles routed to `base`; a trainer that trains no LLM policy)."""
-    paths = policy_paths(cfg, routing)
-    order = [cfg.model.path] + sorted({p for p in paths.values() if p != cfg.model.path})
-    return {path: _load_base(cfg, routing, path, tuple(p for p in routing.adapters if paths[p] == path), default_tok)
-            for path in order if only is None or path == only}
+    return {path: _load_base(cfg, routing, path, names, default_tok)
+            for path, names in base_paths(cfg, routing).items() if only is None or path == only}
+
+
+def check_bases(cfg, routing: Routing) -> dict[str, dict]:
+    """What loading each base other than the run's own reads, checked without loading its weights:
+    its directory, its weights files' headers, its tokenizer and chat template; {path: counts}."""
+    found = {}
+    for path, names in list(base_paths(cfg, routing).items())[1:]:
+        what = _setting(names)
+        with _naming(routing, names):
+            load_tokenizer(path, what=what)  # in the order `_load_base` reads them
+            found[path] = check_weights(resolve_model_dir(path, what), what)
+    return found
+
+
+def _setting(names: tuple[str, ...]) -> str:
+    """The config setting that names a policy's own base model."""
+    return f"policies.{names[0]}.model" if names else "policies.<policy>.model"
+
+
+@contextlib.contextmanager
+def _naming(routing: Routing, names: tuple[str, ...]):
+    """A base that cannot serve its policies is named with them and their roles."""
+    try:
+        yield
+    except (FileNotFoundError, ValueError) as e:
+        roles = sorted(r for r, p in routing.routes.items() if p in names)
+        raise BaseModelError(f"policies {list(names)} (roles {roles}): {e}") from None
 
 
 def _load_base(cfg, routing: Routing, path: str, names: tuple[str, ...], default_tok) -> Base:
     m = cfg.model
-    roles = sorted(r for r, p in routing.routes.items() if p in names)
     if path == m.path:
         tok = default_tok
+        model = load_model(path, m.dtype, m.device)
     else:
-        try:
-            resolve_model_dir(path)
-            tok = load_tokenizer(path)
-        except (FileNotFoundError, ValueError) as e:
-            raise BaseModelError(f"policies {list(names)} (roles {roles}): model {path!r}: {e}") from None
-    model = load_model(path, m.dtype, m.device)
+        what = _setting(names)
+        with _naming(routing, names):
+            tok = load_tokenizer(path, what=what)
+            model = load_model(path, m.dtype, m.device, what=what)  # its weights files checked first
     torch.manual_seed(cfg.train.seed)  # LoRA A init
     if names:  # (a run that needs an adapter and has none is refused by its trainer's config check)
         model = attach_adapters(model, list(names), r=cfg.lora.r, alpha=cfg.lora.alpha,

