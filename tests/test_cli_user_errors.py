@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import traceback
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -28,6 +30,11 @@ def files(tiny_model_dir, tmp_path_factory):
     (d / "code.jsonl").write_text(json.dumps({"problem": "add", "tests": json.dumps(
         [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}])}) + "\n")
     (d / "a_file").write_text("not a directory")
+    (d / "twice.yaml").write_text("train:\n  steps: 2\n  steps: 3\n")
+    # user workflow modules that exist but fail to import (module names unique to this test)
+    (d / "rc_wf_syntax.py").write_text("import os\n\nclass Broken(\n")
+    (d / "rc_wf_raises.py").write_text("X = 1\nraise RuntimeError('boom at import')\n")
+    (d / "rc_wf_dep.py").write_text("import os\nimport rc_no_such_dependency\n")
     (d / "not_a_run").mkdir()
     (d / "garbage_run").mkdir()
     (d / "garbage_run" / "config.yaml").write_text("::: not yaml :::\n  - [")
@@ -87,6 +94,35 @@ def _cases(d, model_dir):
         "inspect a missing run": (["inspect", str(d / "nowhere"), "--role", "generator"], "nowhere"),
         "verify code with missing tests": (["verify", "code", "--tests", str(d / "nope.json"), "--completion", "-"],
                                            "nope.json"),
+        "a key given twice": (["train", str(d / "twice.yaml")], "line 3: duplicate key 'steps' (first on line 2)"),
+        "an override ending in .yaml first": (["train", f"workflow.prompts={d / 'nope.yaml'}", m],
+                                              "workflow.prompts: cannot read prompt file"),
+        "workflow module with a syntax error": (["train", m, "workflow.name=rc_wf_syntax:Broken"],
+                                                "workflow.name: cannot import 'rc_wf_syntax:Broken': rc_wf_syntax.py "
+                                                "line 3: SyntaxError:"),
+        "workflow module raising at import": (["train", m, "workflow.name=rc_wf_raises:Flow", "--dry-run"],
+                                              "rc_wf_raises.py line 2: RuntimeError: boom at import"),
+        "workflow module missing a dependency": (["train", m, "workflow.name=rc_wf_dep:Flow"],
+                                                 "rc_wf_dep.py line 2: ModuleNotFoundError: No module named "
+                                                 "'rc_no_such_dependency'"),
+        "reasoning-gym option of the wrong type": (["train", m, "task.name=reasoning_gym", "reward.name=reasoning_gym",
+                                                    "task.gym=basic_arithmetic",
+                                                    "task.gym_options={allow_negation: 'no'}"],
+                                                   "task.gym_options.allow_negation: 'no' is not true or false"),
+        "infinite learning rate": (["train", m, "optim.lr=inf", "--dry-run"], "optim.lr: Input should be a finite"),
+        "verify code --timeout nan": (["verify", "code", "--tests", str(d / "nope.json"), "--completion", "-",
+                                       "--timeout", "nan"], "--timeout: must be a finite number, got nan"),
+        "verify code --memory-mb negative": (["verify", "code", "--tests", str(d / "nope.json"), "--completion", "-",
+                                              "--memory-mb", "-1"], "--memory-mb: must be > 0, got -1"),
+        "verify math --deadline inf": (["verify", "math", "--gold", "1", "--completion", "-", "--deadline", "inf"],
+                                       "--deadline: must be a finite number, got inf"),
+        "verify reasoning_gym --deadline nan": (["verify", "reasoning_gym", "--gym", "chain_sum", "--completion", "-",
+                                                 "--deadline", "nan"], "--deadline: must be a finite number"),
+        "generate --temperature nan": (["generate", str(d / "nowhere"), "--role", "generator", "--prompt", "x",
+                                        "--temperature", "nan"], "--temperature: must be a finite number"),
+        "make-base --lr inf": (["make-base", "--out", str(d / "mb"), "--lr", "inf"], "--lr: must be a finite number"),
+        "grid --cell-cpus inf": (["grid", "run", str(d / "nope.yaml"), "--cell-cpus", "inf"],
+                                 "--cell-cpus: must be a finite number"),
     }
 
 
@@ -113,7 +149,52 @@ def test_a_user_error_is_one_message_and_exit_2(files, tiny_model_dir, monkeypat
     assert res.exit_code == 2, (res.output, res.exception)
     assert isinstance(res.exception, SystemExit), repr(res.exception)
     assert "Traceback" not in res.output and "error:" in res.output, res.output
-    assert fragment in res.output, res.output
+    assert fragment in " ".join(res.output.split()), res.output  # the console may wrap a long line
+
+
+@pytest.mark.parametrize("module", ["rc_wf_syntax:Broken", "rc_wf_raises:Flow"])
+def test_a_broken_user_module_is_one_line_saying_how_to_see_the_traceback(files, tiny_model_dir, monkeypatch, module):
+    """One line names the file, the line and the error (not importlib's misleading ModuleNotFoundError);
+    --debug shows the traceback, down to the user's file."""
+    monkeypatch.chdir(files)
+    monkeypatch.setenv("ROLECALL_TRACEBACK", "0")  # restored after --debug sets it
+    args = ["train", f"model.path={tiny_model_dir}", f"workflow.name={module}", "--dry-run"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    [line] = [x for x in res.output.splitlines() if "workflow.name" in x]
+    file = module.partition(":")[0] + ".py"
+    assert f"{file} line " in line and "rolecall --debug" in line and "ROLECALL_TRACEBACK=1" in line, line
+    assert "No module named" not in res.output, res.output
+    res = CliRunner().invoke(app, ["--debug", *args])
+    assert res.exit_code != 0 and res.exception is not None
+    cause = res.exception.__cause__  # the user's own exception, with its traceback
+    if isinstance(cause, SyntaxError):
+        assert cause.filename.endswith(file) and cause.lineno == 3
+    else:
+        assert isinstance(cause, RuntimeError) and traceback.extract_tb(cause.__traceback__)[-1].filename.endswith(file)
+
+
+@pytest.mark.parametrize("first, config", [
+    ("workflow.prompts=my.yaml", None),           # an override whose value ends in .yaml
+    ("a.b=1", None),
+    ("policies.my-pol.trainable=false", None),
+    ("configs/run.yaml", "configs/run.yaml"),
+    ("dir/a=b.yaml", "dir/a=b.yaml"),             # a path, not a dotted key, left of `=`
+])
+def test_the_first_positional_is_an_override_when_left_of_its_equals_is_a_dotted_key(first, config):
+    from rolecall.cli.train import _split_args
+
+    path, overrides = _split_args(first, ["x.y=2"])
+    assert (str(path) if path else None) == config
+    assert overrides == (["x.y=2"] if config else [first, "x.y=2"])
+
+
+def test_an_existing_config_file_with_equals_in_its_name_is_still_the_config(tmp_path, monkeypatch):
+    from rolecall.cli.train import _split_args
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lr=3e-4.yaml").write_text("")
+    assert _split_args("lr=3e-4.yaml", []) == (Path("lr=3e-4.yaml"), [])
 
 
 @pytest.mark.parametrize("fails", [False, True])

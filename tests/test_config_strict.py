@@ -64,6 +64,22 @@ BAD = [
                  "'code'", id="verifier-for-data"),
     pytest.param(["task.name=dataset", "data.path=rows.jsonl", "data.test_fraction=0"], "data.test_fraction", "0",
                  "data.val_path", id="no-validation-split"),
+    # every number finite: inf/nan anywhere, as a word or as YAML's .inf/.nan, nested sections and dict values too
+    pytest.param(["optim.lr=inf"], "optim.lr", "'inf'", "finite number", id="inf-lr"),
+    pytest.param(["optim.lr=.nan"], "optim.lr", "nan", "finite number", id="nan-lr"),
+    pytest.param(["rollout.temperature=-.inf"], "rollout.temperature", "-inf", "finite number", id="minus-inf"),
+    pytest.param(["train.max_minutes=.inf"], "train.max_minutes", "inf", "finite number", id="inf-optional"),
+    pytest.param(["policies={p: {optim: {lr: .inf}}}"], "policies.p.optim.lr", "inf", "finite number",
+                 id="inf-nested-policy-lr"),
+    pytest.param(["algo.kl_coef_by_role={generator: .nan}"], "algo.kl_coef_by_role.generator", "nan",
+                 "finite number", id="nan-dict-value"),
+    pytest.param(["algo.estimator_options={eps: .inf}"], "algo.estimator_options.eps", "inf", "finite number",
+                 id="inf-estimator-option"),
+    pytest.param(["metapolicy={lr: .nan}"], "metapolicy.lr", "nan", "finite number", id="nan-metapolicy"),
+    pytest.param(["workflow.options={format_penalty: .nan}"], "workflow.options.format_penalty", "nan",
+                 "finite number", id="nan-workflow-option"),
+    pytest.param(["workflow.name=search_answer", "workflow.options={alpha: .inf}"], "workflow.options.alpha", "inf",
+                 "finite number", id="inf-workflow-option"),
 ]
 
 
@@ -91,6 +107,31 @@ def test_validation_never_relies_on_assert():
     found = [f"{p.relative_to(SRC)}:{node.lineno}" for p in sorted(SRC.rglob("*.py"))
              for node in ast.walk(ast.parse(p.read_text("utf-8"))) if isinstance(node, ast.Assert)]
     assert not found, found
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("train:\n  steps: 2\nrollout:\n  group_size: 4\ntrain:\n  steps: 3\n", 5, "train"),
+    ("train:\n  steps: 2\n  steps: 3\n", 3, "steps"),
+    ("routing: {generator: g, generator: h}\n", 1, "generator"),
+])
+def test_a_key_given_twice_is_refused_naming_file_line_and_key(tmp_path, text, line, key):
+    f = tmp_path / "run.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and "run.yaml" in msg, msg
+    assert f"line {line}: duplicate key {key!r}" in msg, msg
+
+
+def test_a_merge_may_override_a_key_and_a_prompt_file_may_not_repeat_one(tmp_path):
+    from rolecall.config import safe_load_unique
+
+    assert safe_load_unique("a: &d {x: 1, y: 2}\nb: {<<: *d, y: 3}\n")["b"] == {"x": 1, "y": 3}
+    prompts = tmp_path / "prompts.yaml"
+    prompts.write_text("generator: 'Solve $problem'\naggregator: 'Pick: $candidates'\ngenerator: 'x $problem'\n")
+    with pytest.raises(ConfigError, match=r"workflow\.prompts: cannot read prompt file .*duplicate key 'generator'"):
+        load_config(None, [f"workflow.prompts={prompts}"])
 
 
 # --- nothing a user passes is executed as code --------------------------------------------

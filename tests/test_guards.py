@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import rolecall.compose.parts as parts
 import rolecall.train.launch as launch
 import rolecall.train.loop as loop
+import rolecall.algo.optim as optim
 import rolecall.algo.update as update
 from rolecall.cli import app
 from rolecall.config import load_config
@@ -113,6 +114,24 @@ def test_inf_gradient_changes_no_weight_and_no_optimizer_state(warmed):
     assert math.isnan(pol["grad_norm"])  # no optimizer step, so no norm to report
 
 
+@pytest.mark.parametrize("lr", [INF, NAN, 1e300])
+def test_a_nonfinite_update_changes_no_weight_and_no_optimizer_state(warmed, monkeypatch, lr):
+    """A learning rate the schema would refuse (set here behind its back): NaN/Inf is never applied;
+    a finite one so large that the step leaves weights Inf/NaN is taken and undone. Either way the
+    update is counted as `nonfinite_update`, the run's guard sees it, and nothing crashes."""
+    popt = warmed.optims["generator"]
+    monkeypatch.setattr(popt.schedule, "cfg", popt.schedule.cfg.model_copy(update={"lr": lr}))  # no validation
+    before = _state(warmed)
+    pol = _update(warmed, _rows(warmed))
+    _assert_bit_identical(before, _state(warmed))
+    assert (pol["nonfinite_loss"], pol["nonfinite_grad"], pol["nonfinite_update"]) == (0, 0, 1)
+    assert nonfinite_sources({f"policy/generator/{k}": v for k, v in pol.items() if k.startswith("nonfinite")}) == \
+        ["update of policy 'generator'"]
+    assert all(p.grad is None for p in popt.params)
+    monkeypatch.undo()
+    assert _update(warmed, _rows(warmed))["nonfinite_update"] == 0  # the same rows train at the real rate
+
+
 def test_the_schedule_counts_only_optimizer_steps_taken(warmed, monkeypatch):
     """Two mini-batches: both good -> two optimizer and two scheduler steps; the second NaN -> one of each."""
     popt = warmed.optims["generator"]
@@ -197,6 +216,22 @@ def test_k_consecutive_nonfinite_steps_halt_the_run_naming_step_and_source(tiny_
     assert [rows[s]["nonfinite/loss"] for s in (1, 2, 3, 4)] == [1, 0, 1, 1]
     assert all(rows[s]["nonfinite/grad"] == rows[s]["nonfinite/reward"] == 0 for s in rows)
     assert (out / "checkpoints" / "step_4").is_dir()
+
+
+def test_an_infinite_learning_rate_halts_the_run_in_one_line_with_a_checkpoint(tiny_model_dir, tmp_path, monkeypatch):
+    """The learning rate Inf behind the schema's back: no weight turns NaN (the next rollout would
+    crash sampling from NaN logits); the update is skipped and counted, and the guard halts."""
+    monkeypatch.setattr(optim.LrSchedule, "at", lambda self, progress: INF)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["train", f"model.path={tiny_model_dir}", *BASE_ARGS, "train.max_nonfinite_steps=2",
+                                   "--steps", "3", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output, res.output
+    assert "halted at step 2: 2 steps in a row had non-finite values (source: update of policy 'generator')" in \
+        " ".join(res.output.split())
+    rows = _step_rows(out)
+    assert [rows[s]["nonfinite/update"] for s in (1, 2)] == [1, 1]
+    assert (out / "checkpoints" / "step_2").is_dir()
 
 
 def test_nonfinite_rewards_halt_the_run(tiny_model_dir, tmp_path, monkeypatch):

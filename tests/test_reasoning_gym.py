@@ -45,14 +45,45 @@ def test_an_unknown_gym_names_close_ones_and_how_to_list_them():
     assert "basic_arithmetic" in str(e.value) and "reasoning_gym.factory.DATASETS" in str(e.value)
 
 
-@pytest.mark.parametrize("options,said", [
-    ("{no_such_option: 1}", "unexpected keyword argument 'no_such_option'"),  # reasoning-gym's TypeError
-    ("{min_terms: 5, max_terms: 2}", "max_terms must be >= min_terms"),       # its own validate()
-])
-def test_bad_options_are_reasoning_gyms_error_naming_task_gym_options(options, said):
+def test_bad_options_are_reasoning_gyms_error_naming_task_gym_options():
     with pytest.raises(ConfigError, match="task.gym_options: reasoning-gym refused") as e:
-        load_config(None, [*GYM, f"task.gym_options={options}"])
-    assert said in str(e.value) and "min_terms" in str(e.value)  # and the dataset's options
+        load_config(None, [*GYM, "task.gym_options={min_terms: 5, max_terms: 2}"])
+    assert "max_terms must be >= min_terms" in str(e.value)  # its own validate()
+    assert "min_terms" in str(e.value)  # and the dataset's options
+
+
+# Each option against the type its config dataclass declares: reasoning-gym itself would read
+# "no" as true (negatives generated) and fail on 1.5 deep in its generator.
+@pytest.mark.parametrize("gym, options, name, said", [
+    ("basic_arithmetic", "{allow_negation: 'no'}", "allow_negation", "'no' is not true or false (bool)"),
+    ("basic_arithmetic", "{min_digits: 1.5}", "min_digits", "1.5 is not a whole number (int)"),
+    ("basic_arithmetic", "{min_digits: true}", "min_digits", "True is not a whole number (int)"),
+    ("basic_arithmetic", "{min_terms: null}", "min_terms", "None is not a whole number (int)"),
+    ("basic_arithmetic", "{format_style: fancy}", "format_style", "'fancy' is not one of 'simple', 'natural'"),
+    ("basic_arithmetic", "{no_such_option: 1}", "no_such_option", "unknown option of 'basic_arithmetic'"),
+    ("basic_arithmetic", "{min_term: 2}", "min_term", "did you mean min_terms"),
+    ("complex_arithmetic", "{operations: '+-'}", "operations", "'+-' is not a list of str"),
+    ("complex_arithmetic", "{operations: ['+', 1]}", "operations", "is not a list of str"),
+    ("binary_alternation", "{p_solvable: .nan}", "p_solvable", "must be a finite number"),
+    ("rearc", "{rng_difficulty_ranges: [[0, 1, 2]]}", "rng_difficulty_ranges", "not a list of tuple[float, float]"),
+])
+def test_options_are_type_checked_against_the_datasets_config(gym, options, name, said):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [*GYM, f"task.gym={gym}", f"task.gym_options={options}"])
+    line = next(x for x in str(e.value).splitlines() if f"task.gym_options.{name}" in x)
+    assert said in line, line
+
+
+@pytest.mark.parametrize("gym, options", [
+    ("basic_arithmetic", "{allow_negation: false, min_digits: 2, max_digits: 2, format_style: natural}"),
+    ("complex_arithmetic", "{operations: ['+', '-']}"),           # a list for tuple[str, ...]
+    ("polynomial_multiplication", "{variables: [x, y]}"),         # tuple[str] used for any length
+    ("calendar_arithmetic", "{tasks: null}"),                     # Optional
+    ("binary_alternation", "{p_solvable: 1}"),                    # an int where a float is declared
+    ("rearc", "{diff_ub: 0.3}"),                                  # declared int, defaults to a float
+])
+def test_options_of_the_declared_type_load(gym, options):
+    load_config(None, [*GYM, f"task.gym={gym}", f"task.gym_options={options}"])
 
 
 def test_seed_and_size_are_rolecalls_not_options():

@@ -40,10 +40,46 @@ def set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping that names the same key twice (YAML would keep the last one silently)."""
+
+    def __init__(self, key: Any, first: yaml.Mark, again: yaml.Mark) -> None:
+        super().__init__(None, None, f"duplicate key {key!r} (first on line {first.line + 1})", again)
+        self.key, self.line = key, again.line + 1
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load's loader, refusing a key given twice in one mapping (`train:` twice, `steps:`
+    twice under `train:`): the first value would be dropped without a word. Keys that a merge
+    (`<<: *defaults`) brings in may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error names it
+                    continue
+                if first is not key_node.start_mark:
+                    raise DuplicateKeyError(key, first, key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load_unique(text: str) -> Any:
+    """`yaml.safe_load`, except that a mapping naming a key twice raises `DuplicateKeyError`."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass: plain data only
+
+
 def _parse_yaml(text: str, where: str) -> Any:
     """Plain YAML data only: safe_load builds no Python objects, so `!!python/...` tags are errors."""
     try:
-        return yaml.safe_load(text)
+        return safe_load_unique(text)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{where}: line {e.line}: {e.problem}; a key may appear once in a mapping") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{where}: not valid YAML data (plain values, lists and mappings only): {one_line(e)}") from None
 
@@ -88,7 +124,9 @@ def validate_config(tree: dict) -> Config:
         team = check_config(cfg)
         trainer_for(cfg).check(cfg, team)
     except ValueError as e:
-        raise ConfigError("invalid config:\n  " + str(e)) from None
+        # A failure in the user's own code (a workflow module that does not import) keeps its
+        # cause, so ROLECALL_TRACEBACK=1 (rolecall --debug) shows where; the rest needs none.
+        raise ConfigError("invalid config:\n  " + str(e)) from e.__cause__
     return cfg
 
 
@@ -118,7 +156,8 @@ def format_validation_error(e: ValidationError) -> str:
     for path, msgs in msgs_by_path.items():
         text = msgs[0] if len(msgs) == 1 else "none of the allowed forms fits: " + "; or ".join(msgs)
         text += got_by_path.get(path, "")
-        lines.append(f"{path}: {text}" if path else text)
+        # A message that names its own, deeper path (`workflow.options.alpha: ...`) stands alone.
+        lines.append(f"{path}: {text}" if path and not text.startswith(f"{path}.") else text)
     return "invalid config:\n  " + "\n  ".join(lines)
 
 

@@ -6,6 +6,7 @@ trainer) are the composition root's (`rolecall.compose.checks`), run by `rolecal
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal, Union, get_args
 
@@ -26,8 +27,23 @@ def _types_in(annotation: Any) -> set:
     return found
 
 
+def _finite_data(value: Any, path: str) -> Any:
+    """`value` (free-form options: plain data) unchanged, or ValueError naming the first NaN/Inf in it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path}: must be a finite number, got {value!r}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _finite_data(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _finite_data(v, f"{path}.{i}")
+    return value
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: every float field, nested ones and dict values included, refuses
+    # nan/inf (`optim.lr=inf` would otherwise pass and wreck the weights at the first step).
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -119,11 +135,18 @@ class TaskCfg(_Strict):
                                               "reasoning_gym; print(sorted(reasoning_gym.factory.DATASETS))\").")
     gym_options: dict[str, Any] = Field(
         default_factory=dict, description="reasoning_gym: the dataset's own options, the fields of its config class "
-                                          "(e.g. {min_terms: 2, max_terms: 2} for basic_arithmetic); checked by "
-                                          "reasoning-gym at config load. seed and size are rolecall's (task.seed, "
-                                          "task.n_val, task.gym_train_size).")
+                                          "(e.g. {min_terms: 2, max_terms: 2} for basic_arithmetic); each is "
+                                          "type-checked against that class's field types at config load (a bool "
+                                          "must be true/false, an int a whole number, a number finite), then by "
+                                          "reasoning-gym. seed and size are rolecall's (task.seed, task.n_val, "
+                                          "task.gym_train_size).")
     gym_train_size: PositiveInt = Field(5000, description="reasoning_gym: training problems generated (before dropping any "
                                                           "whose question is also a validation question).")
+
+    @field_validator("gym_options")
+    @classmethod
+    def _finite_gym_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _finite_data(v, "task.gym_options")
 
     @model_validator(mode="after")
     def _gym_only_for_reasoning_gym(self) -> "TaskCfg":
@@ -137,7 +160,13 @@ class WorkflowCfg(_Strict):
     name: str = Field("voting", description="single | eval_opt | voting | orch_workers | chain | debate, or 'module:Class'.")
     prompts: str | None = Field(None, description="Shipped prompt set name or a path to a prompts .yaml file; "
                                 "default: the workflow's own (a `prompts=` default in its constructor), else 'math'.")
-    options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers); "
+                                    "every number in them must be finite.")
+
+    @field_validator("options")
+    @classmethod
+    def _finite_options(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _finite_data(v, "workflow.options")
 
 
 class LoraCfg(_Strict):
@@ -218,7 +247,13 @@ class RewardCfg(_Strict):
     name: str = Field("math", description="Verifier of the final answer: math, code, qa, or your own function "
                                             "as package.module:function (docs/verifiers.md).")
     custom_deadline_s: PositiveFloat = Field(10.0, description="Deadline of one call of a custom reward function; "
-                                                               "a call that overruns it makes that sample unscorable.")
+                                                               "a call that overruns it makes that sample unscorable "
+                                                               "(status timeout) and its process is replaced.")
+    custom_workers: PositiveInt = Field(4, description="Processes a custom reward function runs in: the calls of one "
+                                                       "batch run this many at once, each under custom_deadline_s.")
+    custom_max_abs: float = Field(1e6, gt=0, le=1e12, description="A custom reward's value must be a finite number with "
+                                                                  "|value| at most this; NaN, inf, larger values and "
+                                                                  "non-numbers make the sample unscorable (status bad_value).")
     format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa, reasoning_gym; "
                                                          "with an answer_from fallback: nor a fallback answer) or no fenced code block (code).")
     answer_from: Literal["boxed", "boxed_or_last_number", "boxed_or_last_line"] = Field(

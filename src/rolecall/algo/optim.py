@@ -37,9 +37,13 @@ class LrSchedule:
             return warm
         return warm * 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, progress))))
 
+    def at(self, progress: float) -> float:
+        """The learning rate the next optimizer step would take at `progress`; nothing is set."""
+        return self.cfg.lr * self.factor(progress)
+
     def set(self, progress: float) -> float:
         """Set the learning rate of the next optimizer step, `progress` in [0, 1) of the run."""
-        self.lr = self.cfg.lr * self.factor(progress)
+        self.lr = self.at(progress)
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr
         return self.lr

@@ -17,8 +17,10 @@ whatever the split.
 
 A mini-batch whose loss or gradient norm is NaN/Inf is skipped whole: no optimizer step,
 no schedule step, its gradients discarded, so weights, AdamW moments and the learning-rate
-schedule are bit-identical to before it. Skips are counted per source (`nonfinite_loss`,
-`nonfinite_grad`) for the trainer's halt rule.
+schedule are bit-identical to before it. So is an update that would itself be non-finite: a
+NaN/Inf learning rate, or a step that leaves a weight NaN/Inf (a finite gradient times a huge
+learning rate or weight decay), which is undone. Skips are counted per source
+(`nonfinite_loss`, `nonfinite_grad`, `nonfinite_update`) for the trainer's halt rule.
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ class _Tally:
     grad_norms: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)  # the optimized loss of each applied step
     coherence: list[tuple[float, float]] = field(default_factory=list)  # (cos, scale) per applied step
-    skipped: dict[str, int] = field(default_factory=lambda: {"loss": 0, "grad": 0})
+    skipped: dict[str, int] = field(default_factory=lambda: {"loss": 0, "grad": 0, "update": 0})
 
 
 def update_policy(model, policy: str, rows: list[Row], popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg,
@@ -279,7 +281,7 @@ def _objective(logp, old, ent, mask, adv, algo: AlgoCfg, norm: float,
 def _step(popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg, finite: bool, progress: float, tally: _Tally,
           loss: float, stats: RoleStats, roles: list[str], role_grads: dict[str, torch.Tensor], grad_shares: bool) -> None:
     """Clip and apply one policy's accumulated gradient, or skip the step if anything is non-finite."""
-    cos_scale = None
+    cos_scale = ema = None
     if finite and algo.coherence_lambda > 0:
         g = flat_grad(popt.params)
         scale, cos = coherence_scale(g, popt.grad_ema, algo.coherence_lambda)
@@ -287,17 +289,19 @@ def _step(popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg, finite: bool, progr
             for p in popt.params:
                 if p.grad is not None:
                     p.grad.mul_(scale)
-            popt.grad_ema = g if popt.grad_ema is None else algo.coherence_beta * popt.grad_ema + (1 - algo.coherence_beta) * g
+            ema = g if popt.grad_ema is None else algo.coherence_beta * popt.grad_ema + (1 - algo.coherence_beta) * g
             cos_scale = (cos, scale)
     gn = float(torch.nn.utils.clip_grad_norm_(popt.params, popt.grad_clip))  # pre-clip norm; the policy's own limit
     if not finite:
         tally.skipped["loss"] += 1
     elif not math.isfinite(gn):
         tally.skipped["grad"] += 1
+    elif not _apply(popt, progress):
+        tally.skipped["update"] += 1
     else:
-        popt.schedule.set(progress)
-        popt.optimizer.step()
         popt.schedule.step()
+        if ema is not None:  # the gradient history moves only with a step taken
+            popt.grad_ema = ema
         tally.grad_norms.append(gn)
         tally.losses.append(loss)
         if cos_scale is not None:
@@ -305,6 +309,52 @@ def _step(popt: PolicyOptim, algo: AlgoCfg, optim: OptimCfg, finite: bool, progr
         if grad_shares or len(roles) == 1:
             add_grad_shares(stats, roles, role_grads, gn)
     popt.optimizer.zero_grad(set_to_none=True)  # a skipped mini-batch's gradients go too
+
+
+def _apply(popt: PolicyOptim, progress: float) -> bool:
+    """Take the optimizer step at `progress`'s learning rate; False, with nothing changed, when the
+    update is not finite: a NaN/Inf learning rate, or a step that left a weight NaN/Inf.
+
+    Gradients reach here finite and clipped, and AdamW moves a weight by at most
+    lr * (|m|/(sqrt(v)+eps) + weight_decay * |w|), where |m|/sqrt(v) stays below ~10 with
+    the default betas: with lr * (1 + weight_decay) <= 1 finite weights stay finite. Only a
+    step past that bound is taken on a saved copy of the weights and AdamW state and undone if
+    a weight came out non-finite, so the usual step costs no copy."""
+    lr = popt.schedule.at(progress)
+    if not math.isfinite(lr):
+        return False
+    decay = max((g.get("weight_decay") or 0.0) for g in popt.optimizer.param_groups)
+    saved = _save(popt) if lr * (1.0 + decay) > 1.0 else None
+    popt.schedule.set(progress)
+    popt.optimizer.step()
+    if saved is None or all(bool(torch.isfinite(p).all()) for p in popt.params):
+        return True
+    _restore(popt, saved)
+    return False
+
+
+def _save(popt: PolicyOptim) -> tuple:
+    """The weights, AdamW state and learning rates a step changes."""
+    opt = popt.optimizer
+    state = {p: {k: v.clone() if torch.is_tensor(v) else v for k, v in opt.state[p].items()}
+             for p in popt.params if p in opt.state}
+    return [p.detach().clone() for p in popt.params], state, popt.schedule.lr, [g["lr"] for g in opt.param_groups]
+
+
+def _restore(popt: PolicyOptim, saved: tuple) -> None:
+    params, state, lr, group_lrs = saved
+    opt = popt.optimizer
+    with torch.no_grad():
+        for p, old in zip(popt.params, params):
+            p.copy_(old)
+    for p in popt.params:
+        if p in state:
+            opt.state[p] = state[p]
+        else:
+            opt.state.pop(p, None)  # no state before this step: none after it
+    popt.schedule.lr = lr
+    for g, old_lr in zip(opt.param_groups, group_lrs):
+        g["lr"] = old_lr
 
 
 def _metrics(group: list[str], rows_by_policy: dict[str, list[Row]], optims: dict[str, PolicyOptim],
@@ -319,7 +369,8 @@ def _metrics(group: list[str], rows_by_policy: dict[str, list[Row]], optims: dic
                "loss": fmean(t.losses) if t.losses else float("nan"),
                "optimizer_steps": len(t.grad_norms), "mini_batches": n_minis[p],
                "lr": optims[p].schedule.lr, "rows": len(rows), "tokens": tok,
-               "nonfinite_loss": t.skipped["loss"], "nonfinite_grad": t.skipped["grad"]}
+               "nonfinite_loss": t.skipped["loss"], "nonfinite_grad": t.skipped["grad"],
+               "nonfinite_update": t.skipped["update"]}
         if t.coherence:
             pol["coherence_cos"] = fmean(c for c, _ in t.coherence if math.isfinite(c)) if any(
                 math.isfinite(c) for c, _ in t.coherence) else float("nan")

@@ -63,6 +63,10 @@ def grid_run(
     from rolecall.grid.runner import run_grid
     from rolecall.grid.spec import load_grid
     from rolecall.rundir.stop import TrainingStopped
+    from rolecall.cli.common import check_number
+
+    check_number("--cell-cpus", cell_cpus, above=0)
+    check_number("--cell-gpus", cell_gpus, at_least=0)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = out or Path("runs") / grid_file.stem

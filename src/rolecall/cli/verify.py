@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import fail, load_config_or_fail
+from rolecall.cli.common import check_number, fail, load_config_or_fail
 
 
 verify_app = typer.Typer(no_args_is_help=True, help="Score one completion with a verifier; prints one JSON object.")
@@ -57,8 +57,8 @@ def verify_math(
 
     if checker not in CHECKERS:
         fail(f"--checker: unknown {checker!r}; allowed: {', '.join(CHECKERS)}")
-    if deadline <= 0:
-        fail(f"--deadline must be > 0, got {deadline}")
+    check_number("--deadline", deadline, above=0)
+    check_number("--format-penalty", format_penalty, at_least=0)
     _check_answer_from(answer_from)
     text = _read_completion(completion)
     judge = MathJudge(deadline) if checker == "math_verify" else None
@@ -88,8 +88,8 @@ def verify_code(
 
     if mode not in ("all_pass", "pass_rate"):
         fail(f"--mode: unknown {mode!r}; allowed: all_pass, pass_rate")
-    if timeout <= 0 or memory_mb <= 0:
-        fail("--timeout and --memory-mb must be > 0")
+    check_number("--timeout", timeout, above=0)
+    check_number("--memory-mb", memory_mb, above=0)
     if not tests.is_file():
         fail(f"--tests {str(tests)!r}: no such file")
     try:
@@ -172,8 +172,9 @@ def verify_reasoning_gym(
     format_penalty = format_penalty if format_penalty is not None else reward.format_penalty if reward else 0.0
     deadline = deadline if deadline is not None else reward.gym_deadline_s if reward else 5.0
     _check_answer_from(answer_from)
-    if index < 0 or deadline <= 0 or format_penalty < 0:
-        fail("--index and --format-penalty must be >= 0 and --deadline > 0")
+    check_number("--index", index, at_least=0)
+    check_number("--format-penalty", format_penalty, at_least=0)
+    check_number("--deadline", deadline, above=0)
     try:  # the problem exactly as the task makes it, JSON round trip and checks included
         p = make_problem(gym, opts, seed, index, make_entries(gym, opts, seed, index + 1, "requested")[index])
     except ValueError as e:  # unknown dataset, refused options, no reasoning-gym installed

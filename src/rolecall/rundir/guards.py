@@ -1,6 +1,7 @@
 """Run-level guard against non-finite values: count them per step, halt on a streak.
 
-A NaN/Inf loss or gradient skips its update (see `update.py`) and a NaN/Inf reward is
+A NaN/Inf loss, gradient or update (a NaN/Inf learning rate, or a step that would leave a
+weight NaN/Inf) skips its update (see `update.py`) and a NaN/Inf reward is
 excluded from the advantages (see `rolecall.algo.scoring.score`), so one bad step costs nothing but
 its data. Many in a row mean the run is broken (a diverged adapter, a broken reward
 function); `NonFiniteStreak` turns that into an error naming the step and the source.
@@ -11,7 +12,7 @@ from rolecall.errors import UserError
 from rolecall.types import NONFINITE, Episode
 
 # Per-policy update metrics (from `update_policy`) that count skipped mini-batches.
-_POLICY_SOURCES = {"nonfinite_loss": "loss", "nonfinite_grad": "gradient"}
+_POLICY_SOURCES = {"nonfinite_loss": "loss", "nonfinite_grad": "gradient", "nonfinite_update": "update"}
 
 
 class NonFiniteHalt(UserError, RuntimeError):
@@ -20,12 +21,13 @@ class NonFiniteHalt(UserError, RuntimeError):
 
 def nonfinite_counts(episodes: list[Episode], policy_metrics: dict[str, dict]) -> dict[str, float]:
     """The step's `nonfinite/*` metrics: episodes with a non-finite reward, and mini-batches
-    skipped for a non-finite loss or gradient, summed over policies."""
+    skipped for a non-finite loss, gradient or update, summed over policies."""
     counts = {"nonfinite/reward": float(sum(ep.status == NONFINITE for ep in episodes)),
-              "nonfinite/loss": 0.0, "nonfinite/grad": 0.0}
+              "nonfinite/loss": 0.0, "nonfinite/grad": 0.0, "nonfinite/update": 0.0}
     for pol in policy_metrics.values():
         counts["nonfinite/loss"] += pol.get("nonfinite_loss", 0)
         counts["nonfinite/grad"] += pol.get("nonfinite_grad", 0)
+        counts["nonfinite/update"] += pol.get("nonfinite_update", 0)
     return counts
 
 

@@ -2,7 +2,9 @@
 
 `pip install 'rolecall[reasoning-gym]'`; reasoning-gym is imported only when this task is
 used. `task.gym` names the dataset and `task.gym_options` holds its own options (the fields of
-its config class); both are checked by reasoning-gym at config load.
+its config class). At config load each option is checked against the type its config class
+declares (`check_options`: a bool must be true/false, an int a whole number, a float a finite
+number, lists, tuples and Optional followed through), then by reasoning-gym itself.
 
 Split. reasoning-gym draws item i of a dataset from `Random(seed + i)`. The validation problems
 are items 0..n_val-1 with seed `task.seed`; the training problems are items
@@ -19,10 +21,17 @@ An entry that is not JSON data, or whose gold answer scores differently after a 
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import enum
 import hashlib
 import json
+import math
+import types
+import typing
+from collections.abc import Sequence
 from importlib import metadata
+from typing import Any
 
 from rolecall.tasks.source import TaskSource
 from rolecall.types import Problem
@@ -64,6 +73,7 @@ def dataset(gym: str, options: dict, seed: int, size: int):
     if reserved:
         raise ValueError(f"task.gym_options: {reserved} are set by rolecall (validation: task.seed and task.n_val; "
                          "training: a seed derived from task.seed and task.gym_train_size); remove them")
+    check_options(gym, rg.factory.DATASETS[gym][1], options)
     try:
         return rg.create_dataset(gym, **options, seed=seed, size=size)
     except Exception as e:  # noqa: BLE001 - reasoning-gym's own refusal, named by the field at fault
@@ -71,6 +81,103 @@ def dataset(gym: str, options: dict, seed: int, size: int):
         allowed = ", ".join(f for f in fields if f not in RESERVED)
         raise ValueError(f"task.gym_options: reasoning-gym refused {options} for {gym!r}: "
                          f"{type(e).__name__}: {e}; its options: {allowed}") from None
+
+
+def check_options(gym: str, config_cls: type, options: dict) -> None:
+    """Every option is a field of the dataset's config class and has the type the field declares;
+    ValueError naming `task.gym_options.<name>`, the value and the type otherwise.
+
+    reasoning-gym does not check types itself: `allow_negation: "no"` would be read as true and
+    `min_digits: 1.5` would fail deep in its generator."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)} if dataclasses.is_dataclass(config_cls) else {}
+    if not fields:
+        return  # not a dataclass: reasoning-gym's own checks are all there is
+    try:
+        hints = typing.get_type_hints(config_cls)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: no type to check against
+        hints = {}
+    allowed = [f for f in fields if f not in RESERVED]
+    for name, value in options.items():
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), allowed, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise ValueError(f"task.gym_options.{name}: unknown option of {gym!r}; {hint}its options: "
+                             f"{', '.join(allowed)}")
+        if name in hints and not (_fits(value, hints[name]) or _like_default(value, fields[name], hints[name])):
+            raise ValueError(f"task.gym_options.{name}: {value!r} is not {_type_words(hints[name])} "
+                             f"(the type of {config_cls.__name__}.{name} in reasoning-gym)")
+
+
+def _like_default(value: Any, field: dataclasses.Field, hint: Any) -> bool:
+    """Where a field's own default does not fit its annotation (a few reasoning-gym fields are
+    annotated loosely: `symbols: tuple = "x"`, `diff_ub: int = 0.2`), a value of the default's
+    type passes too."""
+    default = field.default
+    if default is dataclasses.MISSING or default is None or _fits(default, hint) or type(value) is not type(default):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether plain data (as YAML or JSON gives it) fits a dataclass field's annotation. A
+    type this cannot judge (a nested config class, a date, an enum's members) is let through:
+    reasoning-gym checks those."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return any(type(value) is type(a) and value == a for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return True
+    if hint in (list, tuple) or origin in (list, tuple) or (
+            origin is not None and isinstance(origin, type) and issubclass(origin, Sequence) and origin is not str):
+        if not isinstance(value, (list, tuple)):
+            return False  # YAML gives a list for a tuple; a string is no sequence of options
+        if not args:
+            return True
+        if origin is tuple and len(args) > 1 and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
+        return all(_fits(v, args[0]) for v in value)  # list[X], Sequence[X], tuple[X, ...] (and tuple[X] as used)
+    if origin is dict or hint is dict:
+        return isinstance(value, dict) and (not args or all(_fits(v, args[1]) for v in value.values()))
+    return True
+
+
+def _type_words(hint: Any) -> str:
+    """An annotation as a user reads it: `a whole number (int)`, `true or false (bool)`, `a list of str`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        words = [_type_words(a) for a in args if a is not type(None)]
+        return " or ".join(words) + (" or null" if type(None) in args else "")
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    simple = {bool: "true or false (bool)", int: "a whole number (int)", float: "a finite number (float)",
+              str: "a string (str)", list: "a list", tuple: "a list", dict: "a mapping"}
+    if hint in simple:
+        return simple[hint]
+    if origin is dict:
+        return "a mapping"
+    if origin is tuple and len(args) > 1 and args[-1] is not Ellipsis:
+        return f"a list of {len(args)} ({', '.join(_short(a) for a in args)})"
+    if origin is not None and args:
+        return f"a list of {_short(args[0])}"
+    return _short(hint)
+
+
+def _short(hint: Any) -> str:
+    return getattr(hint, "__name__", None) if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 def make_entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[dict]:

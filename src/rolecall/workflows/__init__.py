@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from rolecall.diagnostics.trajectory import ROLE_DIAGNOSTICS
+from rolecall.errors import TRACEBACK_HINT, code_error
 from rolecall.registry import defined, discover
 from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
 
@@ -29,16 +30,22 @@ __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user"
 
 
 def load_prompts(name: str = "math") -> dict[str, str]:
-    """A shipped prompt set by name, or a user YAML file path (data only, never executed)."""
+    """A shipped prompt set by name, or a user YAML file path (data only, never executed; a key
+    given twice is an error, as in a config file)."""
+    from rolecall.config import safe_load_unique  # here: rolecall.config imports this package
+
     if name.endswith((".yaml", ".yml")):
         with open(name, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = safe_load_unique(f.read())
     elif name in PROMPT_SETS:
         text = resources.files("rolecall.workflows").joinpath(f"prompts/{name}.yaml").read_text("utf-8")
         data = yaml.safe_load(text)
     else:
-        raise ValueError(f"workflow.prompts: unknown prompt set {name!r}; "
-                         f"allowed: {list(PROMPT_SETS)} or a path to a .yaml file")
+        code = name.endswith(".py") or ":" in name
+        raise ValueError(f"workflow.prompts: unknown prompt set {name!r}; allowed: {list(PROMPT_SETS)} or a path "
+                         "to a .yaml file" + ("; prompts are data, never a Python module: templates kept in "
+                                              "Python go in the `prompts=` default of your workflow's constructor"
+                                              if code else ""))
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise ValueError(f"workflow.prompts: {name!r} must map template names to strings")
     return data
@@ -64,7 +71,9 @@ def _import_user_module(module: str):
 
     The `rolecall` console script puts its own bin directory, not the working directory,
     on sys.path, so `examples.my_workflow` next to the user would otherwise not be found.
-    The directory is appended (installed packages keep precedence) only when needed.
+    The directory is appended (installed packages keep precedence) only when the module itself
+    is not found; a module that is found but fails inside (a syntax error, an exception, a
+    dependency it imports that is missing) raises its own error.
     """
     try:
         return importlib.import_module(module)
@@ -72,8 +81,8 @@ def _import_user_module(module: str):
         cwd = os.getcwd()
         if e.name != module.split(".")[0] or cwd in sys.path or "" in sys.path:
             raise
-        sys.path.append(cwd)
-        return importlib.import_module(module)
+    sys.path.append(cwd)  # outside the except: a failure inside the module is not "during" the miss
+    return importlib.import_module(module)
 
 
 def resolve_workflow_class(name: str) -> type[Workflow]:
@@ -83,9 +92,19 @@ def resolve_workflow_class(name: str) -> type[Workflow]:
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
-            cls = getattr(_import_user_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"workflow.name: cannot import user workflow {name!r}: {e}") from None
+            mod = _import_user_module(module)
+        except ModuleNotFoundError as e:
+            if e.name is not None and module.startswith(e.name) and module[len(e.name):][:1] in ("", "."):
+                # the module (or its package) itself is missing, not something it imports
+                raise ValueError(f"workflow.name: cannot import user workflow {name!r}: no module named {e.name!r} "
+                                 "(on sys.path or in the working directory)") from None
+            raise ValueError(f"workflow.name: cannot import {name!r}: {code_error(e)} ({TRACEBACK_HINT})") from e
+        except Exception as e:  # noqa: BLE001 - the user's module failed inside: one line, cause kept for --debug
+            raise ValueError(f"workflow.name: cannot import {name!r}: {code_error(e)} ({TRACEBACK_HINT})") from e
+        cls = getattr(mod, attr, None)
+        if cls is None:
+            raise ValueError(f"workflow.name: cannot import user workflow {name!r}: module {module!r} "
+                             f"({getattr(mod, '__file__', None) or 'no file'}) has no attribute {attr!r}")
         if not (inspect.isclass(cls) and issubclass(cls, Workflow)):
             raise ValueError(f"workflow.name: {name!r} is not a rolecall Workflow subclass")
         return cls
@@ -100,7 +119,14 @@ def build_workflow(name: str, prompts: dict[str, str], options: dict[str, Any]) 
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"workflow.options: unknown option(s) {unknown} for {name!r}; allowed: {allowed}")
-    wf = cls(prompts, **options)
+    try:
+        wf = cls(prompts, **options)
+    except Exception as e:
+        if isinstance(e, ValueError) or name in WORKFLOWS:  # its own message / a bug in rolecall: as it is
+            raise
+        # the user's constructor failed: one line naming their file and line, cause kept for --debug
+        raise ValueError(f"workflow.name: {name!r} failed in its constructor (workflow.options {options}): "
+                         f"{code_error(e)} ({TRACEBACK_HINT})") from e
     check_role_diagnostics(wf)
     return wf
 
