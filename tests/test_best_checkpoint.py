@@ -36,9 +36,9 @@ def _plant(monkeypatch, accuracy: dict[int, float]) -> None:
     at = {}
     real = loop.validation
 
-    def validation(stack, log, share, step, peak):
+    def validation(stack, log, share, step, peak, *rest):
         at["step"] = step
-        return real(stack, log, share, step, peak)
+        return real(stack, log, share, step, peak, *rest)
 
     monkeypatch.setattr(loop, "validation", validation)
     monkeypatch.setattr(loop, "validate_episodes", lambda stack: ({"val/accuracy": accuracy[at["step"]]}, []))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -56,11 +57,12 @@ class Counter:
 def user_module(tmp_path, monkeypatch):
     (tmp_path / "my_rewards.py").write_text(textwrap.dedent(MODULE))
     monkeypatch.chdir(tmp_path)  # the module sits next to the user, as in their project
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a reward's temporary log stays in the test's folder
     return tmp_path
 
 
-def _verifier(name: str, deadline: float = 2.0):
-    return build_verifier(RewardCfg(name=name, custom_deadline_s=deadline))
+def _verifier(name: str, deadline: float = 2.0, **options):
+    return build_verifier(RewardCfg(name=name, custom_deadline_s=deadline, **options))
 
 
 def test_a_function_scores_answers(user_module):
@@ -72,10 +74,11 @@ def test_a_function_scores_answers(user_module):
         v.close()
 
 
-def test_a_class_is_made_once_and_called_per_answer(user_module):
-    v = _verifier("my_rewards:Counter")
+def test_a_class_is_made_once_per_process_and_called_per_answer(user_module):
+    v = _verifier("my_rewards:Counter", custom_workers=1)
     try:
         assert [s.value for s in v.score_many(["a", "b", "c"], [P] * 3)] == [1.0, 2.0, 3.0]
+        assert [s.value for s in v.score_many(["d"], [P])] == [4.0]
     finally:
         v.close()
 
@@ -87,11 +90,12 @@ def test_failures_are_unscorable_never_zero_and_the_worker_recovers(user_module)
         scores = v.score_many(answers, [P] * len(answers))
         by = dict(zip(answers, scores))
         assert by["hang"].value is None and "overran its 1 s deadline" in by["hang"].info["reason"]
-        assert by["die"].value is None and "process died" in by["die"].info["reason"]
+        assert by["die"].value is None and "process died (exit code 3)" in by["die"].info["reason"]
         assert by["raise"].value is None and "RuntimeError: no idea" in by["raise"].info["reason"]
         assert by["text"].value is None and "returned str" in by["text"].info["reason"]
         assert by["none"].value is None and by["none"].status == "unscorable"
-        assert all(by[a].status == "unscorable" for a in ("hang", "die", "raise", "text", "none"))
+        assert {a: by[a].status for a in ("hang", "die", "raise", "text")} == {
+            "hang": "timeout", "die": "crashed", "raise": "raised", "text": "bad_value"}
         assert (by["score"].value, by["score"].status, by["score"].info) == (0.25, "partial", {"why": "close"})
         # after every failure a fresh worker scores the next answer
         assert by["abcd"].value == pytest.approx(0.4) and by["abcdef"].value == pytest.approx(0.6)
@@ -99,7 +103,7 @@ def test_failures_are_unscorable_never_zero_and_the_worker_recovers(user_module)
         v.close()
 
 
-def test_a_nan_reward_reaches_the_nonfinite_guard(user_module):
+def test_a_nan_reward_is_a_bad_value_left_out_of_the_statistics(user_module):
     from rolecall.algo.scoring import score
     from rolecall.types import Episode
 
@@ -109,7 +113,8 @@ def test_a_nan_reward_reaches_the_nonfinite_guard(user_module):
         m = score([ep], v)
     finally:
         v.close()
-    assert ep.reward is None and ep.status == "nonfinite" and m["reward/status_nonfinite"] == 1.0
+    assert ep.reward is None and ep.status == "bad_value" and m["reward/status_bad_value"] == 1.0
+    assert "returned nan" in ep.verdict["reason"]
 
 
 @pytest.mark.parametrize("name, message", [

@@ -1,7 +1,8 @@
 """Scoring: each episode's final answer and every text its workflow queued for grading, by the run's verifier.
 
 A NaN or Inf from a verifier never reaches the estimator as a number: the episode becomes
-unscorable with status `nonfinite` (see `score`).
+unscorable with status `nonfinite` (see `score`). So does a finite value beyond ±`MAX_REWARD`,
+which would overflow the statistics (a sum of two 1e308 is inf).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections import defaultdict
 from rolecall.rewards.verifier import Verifier
 from rolecall.types import NONFINITE, Episode, Problem
 
-
+MAX_REWARD = 1e12  # |reward| beyond this is treated as non-finite: sums and variances of rewards stay finite
 
 
 def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
@@ -19,8 +20,8 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
     (rewards in `Episode.graded_rewards[name]`); `reward=None` = unscorable.
 
     Identical (problem, text) pairs are graded once: a final answer is often one of the
-    graded texts, and a sandboxed code run is worth not repeating. A NaN/Inf reward
-    (a broken user verifier) never reaches the estimator as a number: the episode gets
+    graded texts, and a sandboxed code run is worth not repeating. A NaN/Inf reward, or one
+    beyond ±MAX_REWARD (a broken verifier), never reaches the estimator as a number: the episode gets
     reward None and status `nonfinite`, so it leaves the group statistics (A = 0) and is
     counted apart from `unscorable`; the raw value is kept in `Episode.nonfinite_reward`.
     """
@@ -40,11 +41,11 @@ def score(episodes: list[Episode], verifier: Verifier) -> dict[str, float]:
         finals_s = [graded[(ep.problem.uid, ep.final_answer)] for ep in episodes]
     for ep, s in zip(episodes, finals_s, strict=True):
         ep.reward, ep.status = s.value, s.status
-        if nonfinite(s.value):
+        if unusable(s.value):
             ep.reward, ep.status, ep.nonfinite_reward = None, NONFINITE, repr(s.value)
         if s.info:  # why the verifier decided so (failed test, judge overrun), for samples.jsonl
             ep.verdict = dict(s.info)
-        rewards = {name: [None if nonfinite(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
+        rewards = {name: [None if unusable(v := graded[(ep.problem.uid, t)].value) else v for t in texts]
                     for name, texts in ep.graded.items()}
         if rewards:
             ep.graded_rewards = rewards
@@ -63,3 +64,8 @@ def status_shares(episodes: list[Episode]) -> dict[str, float]:
 def nonfinite(value: float | None) -> bool:
     """NaN or +-Inf; None (unscorable) is a missing value, not a non-finite one."""
     return value is not None and not math.isfinite(value)
+
+
+def unusable(value: float | None) -> bool:
+    """Non-finite, or so large that the statistics would overflow: left out like NaN."""
+    return value is not None and (not math.isfinite(value) or abs(value) > MAX_REWARD)

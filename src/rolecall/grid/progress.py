@@ -73,7 +73,8 @@ class GridProgress:
         elif kind == "val":
             if job.cell.kind == "base":
                 self.progress.update(self.steps, completed=1)
-            self.say(f"  {escape(job.cell.name)} step {row['step']:>4}  val/accuracy {row.get('val/accuracy', float('nan')):.3f}")
+            acc = row.get("val/accuracy")  # null in metrics.jsonl when no sample was scorable
+            self.say(f"  {escape(job.cell.name)} step {row['step']:>4}  val/accuracy {float('nan') if acc is None else acc:.3f}")
         elif kind == "alarm":
             self.say(f"  [bold yellow]alarm[/] {escape(job.cell.name)} step {row['step']} {escape(str(row.get('alarm')))}: "
                      f"{escape(str(row.get('message', '')))}")

@@ -12,8 +12,12 @@ from rolecall.types import Problem
 # `pathological` (math, reasoning_gym) means the *answer* broke the judge (overran its deadline, crashed it)
 # while the judge is healthy on the gold answer: scored 0 like a wrong answer, so breaking
 # the judge is no escape from a negative advantage.
+# A user's reward function (`rolecall.rewards.custom`) could not score a sample, value None:
+# `timeout` (overran reward.custom_deadline_s), `raised`, `crashed` (its process died) or
+# `bad_value` (not a finite number within reward.custom_max_abs). For the code verifier,
+# `timeout` is instead the program's verdict, scored like a wrong answer.
 STATUSES = ("ok", "wrong", "no_answer", "timeout", "memory_limit", "runtime_error",
-            "output_limit", "pathological", "unscorable")
+            "output_limit", "pathological", "unscorable", "raised", "crashed", "bad_value")
 
 
 @dataclass(frozen=True)

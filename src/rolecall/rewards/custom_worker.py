@@ -3,21 +3,33 @@
 Run as `python -m rolecall.rewards.custom_worker package.module:name`. `name` is a function
 `(problem, answer) -> score`, or `(problem, answer, episode) -> score` to see the whole
 episode (every turn's role and text), or a class whose instance (made once, without
-arguments) is called the same way. A score is a number, None ("cannot score this": the sample leaves the
-group statistics, counted as unscorable) or a `rolecall.rewards.Score`.
-Protocol: stdin `{"id", "problem": {uid, prompt, answer, meta}, "answer", "episode"?}` -> stdout
-`{"id", "value", "status", "extracted", "info"}` or `{"id", "error"}`; first
-`{"ready": true, "episode": bool}` (whether the function takes the episode).
-A failure to import prints one line on stderr and exits 1 (the parent names it).
+arguments) is called the same way. A score is a number (a bool counts as 1 or 0), None
+("cannot score this": the sample leaves the group statistics, counted as unscorable) or a
+`rolecall.rewards.Score`; anything else is answered as `{"bad_value": why}`. The parent checks
+that a number is finite and within `reward.custom_max_abs`.
+
+Isolation: before the user's module is imported, the protocol moves off file descriptors 0 and 1
+(to private, non-inheritable duplicates); fd 0 becomes /dev/null and fd 1 joins fd 2, the pipe
+the parent copies into the reward's log. So whatever the function, its libraries or the programs
+it starts print, on stdout or stderr, lands in the log and never in the protocol, and nothing
+they run can read the requests.
+Protocol: requests `{"id", "problem": {uid, prompt, answer, meta}, "answer", "episode"?}` ->
+`{"id", "value", "status", "extracted", "info"}`, `{"id", "bad_value": str}` or `{"id", "error": str}`
+(the traceback goes to the log); first `{"ready": true, "episode": bool}` (whether the function
+takes the episode). A failure to import prints its traceback and then one line on stderr, and
+exits 1 (the parent names the line).
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import inspect
 import json
+import numbers
 import os
 import sys
 import traceback
+
 from rolecall.rewards.base import Score
 from rolecall.types import Episode, Problem, Turn
 
@@ -61,6 +73,26 @@ def episode_of(problem, view: dict):
                    info=view.get("info") or {}, group=view.get("group", 0))
 
 
+class BadValue(Exception):
+    """The function returned something that is not a score."""
+
+
+def number(x, what: str = "returned") -> float:
+    """`x` as a float, or BadValue naming what it is. Any real number counts (a bool is 1 or 0,
+    numpy scalars too); a string, a list, a tensor or an integer too large for a float does not."""
+    if isinstance(x, numbers.Real):
+        try:
+            return float(x)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise BadValue(f"{what} {type(x).__name__} {_short(x)} ({e})") from None
+    raise BadValue(f"{what} {type(x).__name__} {_short(x)}")
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def answer(fn, req: dict) -> dict:
     p = req["problem"]
     problem = Problem(p["uid"], p["prompt"], p["answer"], p.get("meta") or {})
@@ -68,36 +100,55 @@ def answer(fn, req: dict) -> dict:
         out = fn(problem, req["answer"], episode_of(problem, req["episode"]))
     else:
         out = fn(problem, req["answer"])
-    if isinstance(out, Score):
-        return {"value": out.value, "status": out.status, "extracted": out.extracted, "info": dict(out.info)}
-    if out is None:
-        return {"value": None, "status": "unscorable", "info": {"reason": "the reward function returned None"}}
-    if isinstance(out, bool) or isinstance(out, (int, float)):
-        return {"value": float(out), "status": "ok"}
-    raise TypeError(f"the reward function returned {type(out).__name__} {out!r:.60}; "
-                    "expected a number, None (cannot score) or a rolecall.rewards.Score")
+    try:
+        if isinstance(out, Score):
+            value = None if out.value is None else number(out.value, "returned a Score whose value is")
+            return {"value": value, "status": str(out.status), "extracted": out.extracted, "info": dict(out.info or {})}
+        if out is None:
+            return {"value": None, "status": "unscorable", "info": {"reason": "the reward function returned None"}}
+        return {"value": number(out), "status": "ok"}
+    except BadValue as e:
+        return {"bad_value": str(e)}
+
+
+def isolate():
+    """(requests, replies): the protocol on private descriptors; fds 0, 1 and 2 left to the user's code."""
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")  # os.dup: not inherited by programs it starts
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # stdout joins stderr: the reward's log
+    sys.stdout.reconfigure(line_buffering=True)  # a crash loses no printed line
+    sys.stderr.reconfigure(line_buffering=True)
+    return requests, replies
 
 
 def main() -> None:
+    requests, replies = isolate()
+    faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     try:
         fn = load(sys.argv[1])
     except BaseException as e:  # noqa: BLE001 - the parent reports it, naming the import path
+        traceback.print_exc()
         print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
         sys.exit(1)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # a print() in the user's function must not break the protocol
-    out.write(json.dumps({"ready": True, "episode": wants_episode(fn)}) + "\n")
-    out.flush()
-    for line in sys.stdin:
+    replies.write(json.dumps({"ready": True, "episode": wants_episode(fn), "pid": os.getpid()}) + "\n")
+    replies.flush()
+    for line in requests:
+        if not line.strip():
+            continue
         req = json.loads(line)
         try:
             resp = {"id": req["id"], **answer(fn, req)}
             text = json.dumps(resp, default=str)
         except Exception as e:  # noqa: BLE001 - one bad sample, not a dead worker
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            text = json.dumps({"id": req["id"], "error": f"{type(e).__name__}: {e} (at {where.filename}:{where.lineno})"})
-        out.write(text + "\n")
-        out.flush()
+            traceback.print_exc()  # the whole story to the log; the parent gets one line
+            where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+            at = f" (at {where.filename}:{where.lineno})" if where else ""
+            text = json.dumps({"id": req["id"], "error": f"{type(e).__name__}: {e}{at}"})
+        replies.write(text + "\n")
+        replies.flush()
 
 
 if __name__ == "__main__":

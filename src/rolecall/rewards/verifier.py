@@ -40,7 +40,8 @@ def build_verifier(cfg) -> Verifier:
     if cfg.name in _registry():
         return _registry()[cfg.name].build(cfg)
     if ":" in cfg.name:
-        return CustomVerifier(cfg.name, getattr(cfg, "custom_deadline_s", 10.0))
+        return CustomVerifier(cfg.name, getattr(cfg, "custom_deadline_s", 10.0), workers=getattr(cfg, "custom_workers", 4),
+                              max_abs=getattr(cfg, "custom_max_abs", 1e6))
     raise ValueError(f"reward.name: unknown {cfg.name!r}; allowed: {', '.join(verifier_names())} "
                      "or package.module:function")
 

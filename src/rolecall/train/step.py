@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+from collections import Counter
 from statistics import fmean
 
 import torch
@@ -91,14 +92,59 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
     """Validation metrics and the episodes behind them.
 
     Same sampling seed every time, so two validations differ only by the weights.
+    `val/accuracy` is over the scorable samples (NaN when none is): a sample the verifier could not
+    score is not a wrong answer. `val/unscorable_frac` is the fraction that was unscorable.
     """
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
     eps, _ = play(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
     m = {f"val/{k}": v for k, v in {**rollout_metrics(eps, role_diagnostics=stack.workflow.role_diagnostics),
                                     **stack.workflow.metrics(eps)}.items()
          if not k.startswith("role/")}
-    m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in eps)
+    scorable = [ep for ep in eps if ep.reward is not None]
+    m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in scorable) if scorable else float("nan")
+    m["val/unscorable_frac"] = (len(eps) - len(scorable)) / len(eps) if eps else 0.0
     return m, eps
+
+
+def notices(stack: Stack, what: str, episodes: list[Episode], *, validation: bool = False, skipped: bool = False,
+            samples_file: str | None = None) -> list[str]:
+    """What the user should read after scoring `what` ("step 3", "validation at step 0"): the
+    verifier's notices (a custom reward's first timeout, raise, crash or bad value; drained), and one
+    line when most samples were unscorable, or the step was skipped for it."""
+    out = verifier_notices(stack)
+    bad = [ep for ep in episodes if ep.reward is None]
+    if episodes and (skipped or 2 * len(bad) > len(episodes)):
+        r = stack.cfg.reward
+        statuses = ", ".join(f"{k} {v}" for k, v in Counter(ep.status or "unscored" for ep in bad).most_common())
+        if skipped:
+            then = (f"more than reward.max_unscorable_frac={r.max_unscorable_frac:g}, so the step was skipped "
+                    f"(no update; {r.max_skipped_steps} skipped in a row halt the run)")
+        elif validation and len(bad) == len(episodes):
+            then = "val/accuracy is NaN (no scorable sample)"
+        elif validation:
+            then = f"val/accuracy is over the {len(episodes) - len(bad)} scorable ones"
+        else:
+            then = "they are left out of the group statistics"
+        where = f"; {samples_file} has the reasons" if samples_file else ""
+        out.append(f"warning: {what}: {len(bad)} of {len(episodes)} samples unscorable by the {r.name} verifier "
+                   f"({statuses}); {then}{where}")
+    return out
+
+
+def verifier_notices(stack: Stack) -> list[str]:
+    """The verifier's notices since the last call (a custom reward's first timeout, raise, crash, bad value)."""
+    drain = getattr(getattr(stack, "verifier", None), "drain_notices", None)
+    return list(drain()) if drain is not None else []
+
+
+def evaluation_notices(stack: Stack, metrics: dict) -> list[str]:
+    """`rolecall eval`'s notices: the verifier's, and a warning when most samples were unscorable."""
+    out = verifier_notices(stack)
+    frac = metrics.get("val/unscorable_frac") or 0.0
+    if frac > 0.5:
+        out.append(f"warning: {frac:.0%} of the validation samples were unscorable by the {stack.cfg.reward.name} "
+                   "verifier; val/accuracy is over the scorable ones only")
+    return out
 
 
 def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
