@@ -93,9 +93,27 @@ def test_cli_refuses_with_exit_2_and_no_traceback(run):
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
     assert "damaged checkpoint" in res.output and "step_4" in res.output and "Traceback" not in res.output
     assert _snapshot(run) == before
-    # eval on the same run does not quietly fall back to an older checkpoint either
-    res = CliRunner().invoke(app, ["eval", str(run)])
-    assert res.exit_code == 2 and "damaged checkpoint" in res.output, res.output
+    # eval, export and generate on the same run do not quietly fall back to an older checkpoint either
+    for cmd in (["eval", str(run)], ["export", str(run)], ["generate", str(run), "--role", "generator", "--prompt", "1+1"]):
+        res = CliRunner().invoke(app, cmd)
+        assert res.exit_code == 2 and "damaged checkpoint" in res.output and "step_4" in res.output, (cmd, res.output)
+        assert "--skip-damaged" in res.output and "Traceback" not in res.output, res.output
+    assert _snapshot(run) == before and not (run / "export").exists()
+
+
+def test_eval_export_and_generate_skip_a_damaged_latest_only_when_told_and_say_so(run):
+    _truncate(run / "checkpoints" / "step_4" / ADAPTER)
+    before = _snapshot(run)
+    res = CliRunner().invoke(app, ["export", str(run), "--skip-damaged"])
+    assert res.exit_code == 0, res.output
+    assert "skipping damaged checkpoints/step_4" in res.output and "using step_2" in res.output, res.output
+    assert (run / "export" / "step_2").is_dir()
+    res = CliRunner().invoke(app, ["generate", str(run), "--role", "generator", "--prompt", "1+1", "--skip-damaged"])
+    assert res.exit_code == 0 and "using step_2" in res.output, res.output
+    res = CliRunner().invoke(app, ["eval", str(run), "--step", "2"])  # a named sound checkpoint needs no flag
+    assert res.exit_code == 0 and '"checkpoint"' in res.output and "step_2" in res.output, res.output
+    assert (run / "checkpoints" / "step_4").is_dir(), "nothing moved or deleted"
+    assert {k: v for k, v in _snapshot(run).items() if k in before} == before
 
 
 def test_skip_damaged_moves_it_aside_keeps_the_logs_and_resumes_from_the_newest_good(run):

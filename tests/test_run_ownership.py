@@ -20,6 +20,11 @@ from rolecall.train.launch import train
 from rolecall.rundir.directory import RunDirBusy, hold
 
 
+# How long to wait for a child's progress: each wait ends as soon as its condition holds, so this
+# is no cost on an idle machine, and a busy one (other runs on the same cores) is not a failure.
+PATIENCE = 900
+
+
 def _overrides(model_dir, *extra) -> list[str]:
     return [f"model.path={model_dir}", "rollout.problems_per_step=2", "rollout.group_size=2",
             "rollout.max_new_tokens=4", "task.n_val=4", "train.threads=1", "train.diagnostics=basic", *extra]
@@ -80,12 +85,14 @@ def test_two_processes_started_apart_never_share_a_run_directory(tiny_model_dir,
     out = tmp_path / "run"
     args = ["train", *_overrides(tiny_model_dir, "train.steps=6", "train.checkpoint_every=2"), "--out", str(out)]
     first = _cli(*args)
-    _wait_for(lambda: (out / ".lock").exists() and (out / ".lock").read_text(), 120, first)
+    _wait_for(lambda: (out / ".lock").exists() and (out / ".lock").read_text(), PATIENCE, first)
     second = _cli(*args)
-    _, err2 = second.communicate(timeout=120)
+    _, err2 = second.communicate(timeout=PATIENCE)
     assert second.returncode == 2, err2
-    assert f"pid {first.pid}" in err2 and "Traceback" not in err2, err2
-    _, err1 = first.communicate(timeout=300)
+    # Refused either way: naming the holder while the first still runs, or as a run already there
+    # once it has finished (on a busy machine the first may end before the second looks).
+    assert (f"pid {first.pid}" in err2 or "already holds a run" in err2) and "Traceback" not in err2, err2
+    _, err1 = first.communicate(timeout=PATIENCE)
     assert first.returncode == 0, err1
     assert _train_steps(out) == [1, 2, 3, 4, 5, 6], "rows of one run only, each step once"
     assert sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("step_")) == ["step_2", "step_4", "step_6"]
@@ -94,7 +101,7 @@ def test_two_processes_started_apart_never_share_a_run_directory(tiny_model_dir,
 def test_a_killed_holder_leaves_no_stuck_lock(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     proc = _cli("train", *_overrides(tiny_model_dir, "train.steps=1000", "train.checkpoint_every=1"), "--out", str(out))
-    _wait_for(lambda: latest_checkpoint(out) is not None, 180, proc)
+    _wait_for(lambda: latest_checkpoint(out) is not None, PATIENCE, proc)
     proc.kill()
     proc.communicate()
     res = CliRunner().invoke(app, ["train", "--resume", str(out), "--steps", str(max(_train_steps(out)) + 1)])
@@ -109,9 +116,9 @@ def test_a_signal_finishes_the_step_saves_it_and_names_the_resume_command(tiny_m
     out = tmp_path / "run"
     proc = _cli("train", *_overrides(tiny_model_dir, "train.steps=30", "train.checkpoint_every=100",
                                      "train.val_every=5"), "--out", str(out))
-    _wait_for(lambda: len(_train_steps(out)) >= 3, 180, proc)
+    _wait_for(lambda: len(_train_steps(out)) >= 3, PATIENCE, proc)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 128 + sig, err
     last = max(_train_steps(out))
     assert last < 30
@@ -133,14 +140,14 @@ def test_a_second_signal_stops_at_once_keeping_the_last_checkpoint(tiny_model_di
     # Long steps (many tokens) so that both signals land inside one step.
     proc = _cli("train", *_overrides(tiny_model_dir, "train.steps=30", "train.checkpoint_every=1",
                                      "rollout.max_new_tokens=400", "rollout.problems_per_step=16"), "--out", str(out))
-    _wait_for(lambda: latest_checkpoint(out) is not None, 300, proc)
+    _wait_for(lambda: latest_checkpoint(out) is not None, PATIENCE, proc)
     saved = latest_checkpoint(out).name
     proc.send_signal(signal.SIGINT)
     time.sleep(0.1)
     proc.send_signal(signal.SIGINT)  # the same Ctrl-C forwarded by a wrapper: still the graceful stop
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 130, err
     assert "stopped at once; the last saved checkpoint, step_" in err and "Traceback" not in err, err
     ckpt = latest_checkpoint(out)

@@ -112,14 +112,19 @@ def train_run(cfg: Config | Mapping[str, Any] | str | os.PathLike | None = None,
 
 
 def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None = None, *,
-             base: bool = False, overrides: Mapping[str, Any] | Sequence[str] = (), best: bool = False) -> dict[str, Any]:
+             base: bool = False, overrides: Mapping[str, Any] | Sequence[str] = (), best: bool = False,
+             step: int | None = None, skip_damaged: bool = False,
+             notify: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Validation metrics of a run's latest checkpoint (a run directory or Run; `overrides`
-    change its config, e.g. more validation problems), of its best validated one with `best`
-    (`checkpoints/best.json`), or of a config's fresh (untrained) adapters; `base` evaluates the
-    bare base model. Adds "checkpoint" (path or None)."""
-    from rolecall.rundir.checkpoint import CheckpointDamaged, best_checkpoint, load_adapters, resume_point
+    change its config, e.g. more validation problems), of `step`'s, of its best validated one with
+    `best` (`checkpoints/best.json`), or of a config's fresh (untrained) adapters; `base` evaluates
+    the bare base model. A damaged latest checkpoint is refused unless `skip_damaged` (then the
+    newest sound one, said through `notify`), as export and generate do. Adds "checkpoint"."""
+    from rolecall.rundir.checkpoint import checkpoint_of, load_adapters
     from rolecall.train.stack import build_stack
-    from rolecall.train.step import validate
+    import sys
+
+    from rolecall.train.step import evaluation_notices, validate
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     run_dir = target.path if isinstance(target, Run) else None
@@ -127,24 +132,22 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
         run_dir = read_run(target).path
     if best and base:
         raise ValueError("--best and --base choose different weights (the best checkpoint, the bare base model); pass one")
-    if best and run_dir is None:
-        raise ValueError(f"--best evaluates a run's best checkpoint; {str(target)!r} is not a run directory")
+    if step is not None and base:
+        raise ValueError("--step and --base choose different weights (a checkpoint, the bare base model); pass one")
+    if (best or step is not None) and run_dir is None:
+        what = "--best" if best else "--step"
+        raise ValueError(f"{what} evaluates a run's checkpoint; {str(target)!r} is not a run directory")
     cfg = make_config(run_dir / "config.yaml" if run_dir else target, overrides)
     ckpt = None
-    if best:
-        ckpt = best_checkpoint(run_dir)
-    elif run_dir and not base:
-        point = resume_point(run_dir)
-        if point.damaged_newer:
-            raise CheckpointDamaged(point.refusal(run_dir))
-        ckpt = point.checkpoint
-        if ckpt is None:
-            raise ValueError(f"{str(run_dir)!r} has no checkpoint yet")
+    if run_dir and not base:
+        ckpt = checkpoint_of(run_dir, step, best=best, skip_damaged=skip_damaged, notify=notify)
     stack = build_stack(cfg)
     try:
         if ckpt:
             load_adapters(ckpt, stack.models_by_adapter(), stack.routing.adapters)
         result = validate(stack, base=base)
+        for text in evaluation_notices(stack, result):  # a custom reward's failures, mostly-unscorable samples
+            (notify or (lambda t: print(t, file=sys.stderr)))(text)
     finally:
         stack.close()  # the math judge's worker, the code sandbox's leases
     result["checkpoint"] = str(ckpt) if ckpt else None
@@ -152,10 +155,11 @@ def evaluate(target: Run | Config | Mapping[str, Any] | str | os.PathLike | None
 
 
 def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int | None = None,
-             temperature: float = 0.0, max_new_tokens: int | None = None, best: bool = False) -> str:
+             temperature: float = 0.0, max_new_tokens: int | None = None, best: bool = False,
+             skip_damaged: bool = False, notify: Callable[[str], None] | None = None) -> str:
     """One role's reply to `prompt` (a single user message) with the run's trained weights
-    (the latest checkpoint, `step`'s, or with `best` the best validated one), through rolecall's
-    own engine; temperature 0 = greedy."""
+    (the latest checkpoint, `step`'s, or with `best` the best validated one; a damaged latest one is
+    refused unless `skip_damaged`), through rolecall's own engine; temperature 0 = greedy."""
     import torch
 
     from rolecall.compose.parts import build_parts
@@ -169,7 +173,7 @@ def generate(run: Run | str | os.PathLike, role: str, prompt: str, *, step: int 
     routing = parts.routing
     if role not in routing.routes:
         raise ValueError(f"--role: {role!r} is not a role of {cfg.workflow.name!r}; its roles are {list(routing.routes)}")
-    ckpt = checkpoint_of(run.path, step, best=best)
+    ckpt = checkpoint_of(run.path, step, best=best, skip_damaged=skip_damaged, notify=notify)
     (base,) = parts.bases(parts.tokenizer(), only=parts.base_path(role)).values()  # the role's base (`base`: the run's)
     if base.adapters:
         load_adapters(ckpt, base.model, base.adapters)

@@ -74,9 +74,11 @@ in this folder are the ones training used.
 
 
 def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int | None = None,
-               merge: bool = False, overwrite: bool = False, best: bool = False) -> list[Path]:
+               merge: bool = False, overwrite: bool = False, best: bool = False, skip_damaged: bool = False,
+               notify=None) -> list[Path]:
     """Write every LLM policy of the run under `out` (default `<run>/export/step_N`); returns the folders.
-    The checkpoint is `step`'s, the best validated one with `best` (`checkpoints/best.json`), else the latest."""
+    The checkpoint is `step`'s, the best validated one with `best` (`checkpoints/best.json`), else the
+    latest (refused when damaged, unless `skip_damaged`: then the newest sound one, said via `notify`)."""
     from rolecall.api import read_run
     from rolecall.compose.bases import policy_paths
     from rolecall.compose.parts import build_parts
@@ -85,7 +87,7 @@ def export_run(run_dir: str | Path, out: str | Path | None = None, *, step: int 
 
     run = read_run(run_dir)
     cfg = run.config
-    ckpt = checkpoint_of(run.path, step, best=best)
+    ckpt = checkpoint_of(run.path, step, best=best, skip_damaged=skip_damaged, notify=notify)
     step = int(ckpt.name.removeprefix("step_"))
     routing = build_parts(cfg).routing
     if not routing.adapters:

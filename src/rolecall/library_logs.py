@@ -8,20 +8,56 @@ import contextlib
 import logging
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 LOG_NAME = "library.log"
 _LOGGERS = ("transformers", "peft", "accelerate", "torch", "bm25s")
 
 
+class _Deferred(logging.Handler):
+    """Appends to `path` once `ready()` says its folder may be written; until then keeps what was said
+    in memory (capped), so chatter while a run loads never creates or touches a folder that is not
+    yet the run's."""
+
+    CAP = 1 << 20
+
+    def __init__(self, path: Path, ready: Callable[[], bool]) -> None:
+        super().__init__()
+        self.path, self.ready, self.pending, self.size = path, ready, [], 0
+        self.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging never raises into the caller
+            self.handleError(record)
+
+    def write(self, text: str) -> None:
+        if self.size < self.CAP:
+            self.pending.append(text)
+            self.size += len(text)
+        self.flush()
+
+    def flush(self) -> None:
+        if self.pending and self.ready():
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write("".join(self.pending))
+            self.pending, self.size = [], 0
+
+
 @contextlib.contextmanager
-def library_output_to(run_dir: Path, name: str = LOG_NAME) -> Iterator[Path]:
-    """Send library warnings and log records to `run_dir/<name>` (library.log) while inside the block."""
+def library_output_to(run_dir: Path, name: str = LOG_NAME, *,
+                      ready: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """Send library warnings and log records to `run_dir/<name>` (library.log) while inside the block.
+
+    With `ready`, nothing is written until `ready(run_dir)` is true (a new run's folder is made only
+    once every input has loaded); what was said before is written then, and dropped if it never is.
+    """
     path = Path(run_dir) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    if ready is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    handler = _Deferred(path, (lambda: True) if ready is None else (lambda: ready(path.parent)))
     # First, so that transformers installs its own stderr handler now, where it is replaced below.
     bars = _transformers_bars(False)
     saved = []
@@ -34,8 +70,7 @@ def library_output_to(run_dir: Path, name: str = LOG_NAME) -> Iterator[Path]:
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
     def showwarning(message, category, filename, lineno, file=None, line=None):
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(warnings.formatwarning(message, category, filename, lineno, line))
+        handler.write(warnings.formatwarning(message, category, filename, lineno, line))
 
     with warnings.catch_warnings():
         warnings.showwarning = showwarning
@@ -45,6 +80,7 @@ def library_output_to(run_dir: Path, name: str = LOG_NAME) -> Iterator[Path]:
             for logger, handlers, propagate in saved:
                 logger.handlers[:] = handlers
                 logger.propagate = propagate
+            handler.flush()
             handler.close()
             if previous_bars is None:
                 os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)

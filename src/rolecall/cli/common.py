@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import typer
@@ -19,6 +20,28 @@ def fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def debug() -> bool:
+    """Whether full tracebacks were asked for: `rolecall --debug` or ROLECALL_TRACEBACK=1 (e.g. to
+    debug one's own workflow)."""
+    return os.environ.get("ROLECALL_TRACEBACK", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def check_number(option: str, value: float | int | None, *, above: float | None = None,
+                 at_least: float | None = None, at_most: float | None = None) -> None:
+    """A numeric command-line option is finite and in range, else one line naming it and exit 2
+    (click lets `--timeout nan` through, and nan compares false with every bound)."""
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        fail(f"{option}: must be a finite number, got {value}")
+    if above is not None and not value > above:
+        fail(f"{option}: must be > {above:g}, got {value:g}")
+    if at_least is not None and not value >= at_least:
+        fail(f"{option}: must be >= {at_least:g}, got {value:g}")
+    if at_most is not None and not value <= at_most:
+        fail(f"{option}: must be <= {at_most:g}, got {value:g}")
+
+
 def load_config_or_fail(path, overrides: list[str], what: str = ""):
     """The validated config at `path` (None: the embedded default) with `overrides`, or one line
     naming the problem (prefixed by `what`, e.g. the option that named the file) and exit 2."""
@@ -28,6 +51,8 @@ def load_config_or_fail(path, overrides: list[str], what: str = ""):
     try:
         return load_config(path, overrides)
     except ConfigError as e:
+        if debug():  # the traceback, down to the user's own code where that is the cause
+            raise
         fail(f"{what}{e}")
 
 
@@ -46,7 +71,7 @@ def as_user_errors(catch_interrupt: bool = True):
     try:
         yield
     except _user_errors() as e:
-        if os.environ.get("ROLECALL_TRACEBACK"):  # asked for: e.g. to debug one's own workflow
+        if debug():  # asked for: e.g. to debug one's own workflow
             raise
         fail(_describe(e))
     except KeyboardInterrupt:
@@ -61,3 +86,18 @@ def _describe(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror and e.filename is not None:
         return f"{e.filename}: {e.strerror}"
     return str(e) or type(e).__name__
+
+
+def library_chatter(run_dir, verbose: bool):
+    """Library chatter (weight-loading bars, warnings) out of the way, as `train` does: into the
+    run's library.log when there is a run, else nowhere; `verbose` leaves it on the terminal."""
+    if verbose:
+        return contextlib.nullcontext()
+    from pathlib import Path
+
+    from rolecall.library_logs import library_output_to
+    from rolecall.rundir.ownership import is_run
+
+    if run_dir is not None and is_run(Path(run_dir)):
+        return library_output_to(Path(run_dir), ready=is_run)
+    return library_output_to(Path("no-run"), ready=lambda _: False)  # no run to keep it in: dropped

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import as_user_errors, console, fail
+from rolecall.cli.common import as_user_errors, console, fail, library_chatter
 
 
 def eval_cmd(
@@ -18,6 +18,11 @@ def eval_cmd(
     overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides"),
     base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
     best: bool = typer.Option(False, "--best", help="Evaluate the run's best validated checkpoint (checkpoints/best.json)."),
+    step: Optional[int] = typer.Option(None, "--step", help="Evaluate the checkpoint of this step (default: the latest)."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="When the latest checkpoint is damaged, use "
+                                      "the newest sound one (saying which was skipped); refused otherwise."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
+                                 "warnings) here instead of in the run's library.log."),
 ) -> None:
     """Validation accuracy of the workflow's final answer, printed as JSON."""
     # imported here: keeps rolecall --help and config checks from loading torch
@@ -26,9 +31,15 @@ def eval_cmd(
     p = Path(target)
     if p.is_dir() and not (p / "config.yaml").is_file():
         fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
-    with as_user_errors():  # ConfigError, a damaged or missing checkpoint, a verifier that cannot start
-        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []), best=best)
+    # as_user_errors: ConfigError, a damaged or missing checkpoint, a verifier that cannot start
+    with as_user_errors(), library_chatter(p if p.is_dir() else None, verbose):
+        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []), best=best,
+                          step=step, skip_damaged=skip_damaged, notify=_say)
     sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
+
+
+def _say(text: str) -> None:
+    console.print(text, highlight=False, soft_wrap=True, markup=False)
 
 
 def json_safe(metrics: dict) -> dict:
@@ -44,13 +55,18 @@ def export(
     best: bool = typer.Option(False, "--best", help="The run's best validated checkpoint (checkpoints/best.json)."),
     merge: bool = typer.Option(False, "--merge", help="Write full models with each adapter merged into the base."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing export."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="When the latest checkpoint is damaged, use "
+                                      "the newest sound one (saying which was skipped); refused otherwise."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
+                                 "warnings) here instead of in the run's library.log."),
 ) -> None:
     """Each policy's trained adapter (or merged model) with tokenizer, chat template and model card."""
     from rolecall.export import export_run
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    with as_user_errors():
-        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force, best=best)
+    with as_user_errors(), library_chatter(run_dir, verbose):
+        written = export_run(run_dir, out, step=step, merge=merge, overwrite=force, best=best,
+                             skip_damaged=skip_damaged, notify=_say)
     for path in written:
         console.print(f"wrote {path}", highlight=False, soft_wrap=True)
 
@@ -63,14 +79,21 @@ def generate(
     best: bool = typer.Option(False, "--best", help="The run's best validated checkpoint (checkpoints/best.json)."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Default: the run's budget for the role."),
+    skip_damaged: bool = typer.Option(False, "--skip-damaged", help="When the latest checkpoint is damaged, use "
+                                      "the newest sound one (saying which was skipped); refused otherwise."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
+                                 "warnings) here instead of in the run's library.log."),
 ) -> None:
     """One role's reply to a prompt with the run's trained weights, printed to stdout."""
     from rolecall.api import generate as run_generate
+    from rolecall.cli.common import check_number
 
+    check_number("--temperature", temperature, at_least=0)
+    check_number("--max-new-tokens", max_new_tokens, above=0)
     text = sys.stdin.read() if prompt == "-" else prompt
-    with as_user_errors():
+    with as_user_errors(), library_chatter(run_dir, verbose):
         reply = run_generate(run_dir, role, text, step=step, temperature=temperature, max_new_tokens=max_new_tokens,
-                             best=best)
+                             best=best, skip_damaged=skip_damaged, notify=_say)
     sys.stdout.write(reply + "\n")
 
 
@@ -101,7 +124,11 @@ def inspect(
     from rich.markup import escape
     from rich.table import Table
 
+    from rolecall.cli.common import check_number
     from rolecall.diagnostics.inspect import load_view, parse_steps
+
+    check_number("--problems", problems, above=0)
+    check_number("--chars", width, above=0)
 
     with as_user_errors():
         view = load_view(run_dir, role, parse_steps(steps), max_problems=problems)

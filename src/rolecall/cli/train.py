@@ -21,8 +21,13 @@ def _config(config: Optional[Path], overrides: list[str], steps: Optional[int]):
 
 
 def _split_args(config: Optional[str], overrides: list[str]) -> tuple[Optional[Path], list[str]]:
-    # `rolecall train a.b=1` has no CONFIG: the first positional is an override.
-    if config is not None and "=" in config and not config.endswith((".yaml", ".yml")):
+    # `rolecall train a.b=1` has no CONFIG: the first positional is an override when what is left
+    # of its `=` is a dotted key (`workflow.prompts=my.yaml` included), unless it names a file
+    # that exists (a config called `lr=3e-4.yaml` is still a config).
+    import re
+
+    key, eq, _ = (config or "").partition("=")
+    if eq and re.fullmatch(r"[\w-]+(\.[\w-]+)*", key) and not Path(config).is_file():
         return None, [config, *overrides]
     return (Path(config) if config else None), overrides
 
@@ -37,14 +42,19 @@ def train(
                                "data, workflow, routing, LoRA or reward differ from the checkpoint's."),
     skip_damaged: bool = typer.Option(False, "--skip-damaged", help="With --resume: move damaged checkpoints "
                                       "to checkpoints/damaged/ (with a copy of the logs) and resume from the newest good one."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config and exit."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config, check every input "
+                                 "training loads (tokenizer, chat template, every weights file's header, dataset rows, "
+                                 "verifier) and exit; nothing is written."),
     verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
                                  "warnings) here instead of in the run's library.log."),
 ) -> None:
     """Train the workflow's policies with RL; writes a run directory.
 
-    Ctrl-C or SIGTERM finishes the current step, saves a checkpoint and names the command
-    that resumes it; a second one stops at once."""
+    --out must be a new or empty directory (or a rolecall run that logged nothing): a folder holding anything else is refused before anything is written.
+
+    Time limit: train.max_minutes=N validates, saves and stops after the step that passes N minutes; --resume continues it.
+
+    Ctrl-C or SIGTERM finishes the current step, saves a checkpoint and names the command that resumes it; a second one stops at once."""
     from rolecall.config import dump_config
 
     if force and resume is None:
@@ -70,13 +80,17 @@ def train(
         fail("a data-parallel run (torchrun) needs --out DIR (or --resume DIR): every rank must name "
               "the same run directory")
     out = out or Path("runs") / f"{cfg.workflow.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and not out.is_dir():
-        fail(f"--out {str(out)!r} is a file; a run directory is a directory")
+    if resume is None:  # refused before anything loads or is written (and again when the folder is made)
+        from rolecall.rundir.ownership import check_new_run_dir
+
+        with as_user_errors():
+            check_new_run_dir(out)
     _run_training(cfg, out, resume is not None, force, skip_damaged, verbose)
 
 
 def _preflight(cfg) -> None:
-    """Dry run: every input checked (model dir, tokenizer, dataset rows, verifier), no weights loaded."""
+    """Dry run: every input checked as training loads it (tokenizer and chat template, every weights
+    file's header, dataset rows, verifier), no weights loaded and nothing written."""
     from rolecall.train.stack import preflight
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,6 +114,7 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from rolecall.library_logs import library_output_to
+    from rolecall.rundir.ownership import is_run
     from rolecall.api import train_run
     from rolecall.rundir.stop import TrainingStopped
 
@@ -117,7 +132,14 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
             progress.console.print(f"[bold yellow]alarm[/] step {row['step']} {row['alarm']}: {escape(row['message'])}",
                                    highlight=False, soft_wrap=True)
         elif kind == "val":
-            progress.console.print(f"step {row['step']:>4}  val/accuracy {row['val/accuracy']:.3f}")
+            acc = row.get("val/accuracy")
+            if acc is None or acc != acc:  # NaN: accuracy is over scorable samples, and there were none
+                shown = f"n/a (no scorable sample; unscorable {row.get('val/unscorable_frac', 1.0):.0%})"
+            else:
+                shown = f"{acc:.3f}" + (f"  (unscorable {u:.0%})" if (u := row.get("val/unscorable_frac")) else "")
+            progress.console.print(f"step {row['step']:>4}  val/accuracy {shown}", highlight=False)
+        elif kind == "phase":  # what a long wait is (a validation), instead of the last step's figures
+            progress.update(task, info=row["stage"])
         elif kind == "progress":  # a meta-policy run's SoftRankPO steps
             progress.update(task, total=row["total"], completed=row["done"], info=row["stage"])
         elif kind == "meta":  # a meta-policy run's stages: say each where the user is looking
@@ -136,8 +158,8 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
         progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
 
     try:
-        chatter = (contextlib.nullcontext() if verbose else
-                   library_output_to(out, "library.log" if rank == 0 else f"library-rank{rank}.log"))
+        chatter = (contextlib.nullcontext() if verbose else  # written once the folder is the run's, never before
+                   library_output_to(out, "library.log" if rank == 0 else f"library-rank{rank}.log", ready=is_run))
         with as_user_errors(catch_interrupt=False), progress, chatter:
             path = train_run(cfg, out, resume=resume, force=force, skip_damaged=skip_damaged, on_event=on_event,
                              notify=notify).path

@@ -55,14 +55,16 @@ def evaluate_base(cfg: Config, path: Path, on_event: OnEvent) -> None:
     from rolecall.train.stack import build_stack
     from rolecall.train.step import validate_episodes
     from rolecall.rundir.directory import RunDir, hold
+    from rolecall.rundir.ownership import is_marked
 
     run = RunDir(path)
     with hold(path):
-        for f in (run.metrics, run.samples, run.val_samples):  # an interrupted earlier attempt: start over
-            f.unlink(missing_ok=True)
-        run.create(cfg)
+        if is_marked(path):  # an interrupted earlier attempt of this cell: start over
+            for f in (run.metrics, run.samples, run.val_samples):
+                f.unlink(missing_ok=True)
         stack = build_stack(cfg)
         try:
+            run.create(cfg, held=True)  # every input has loaded: only now does the cell become a run
             metrics, episodes = validate_episodes(stack, base=True)
         finally:
             stack.close()  # the math judge's worker, the code sandbox's leases

@@ -394,26 +394,39 @@ class CheckpointMissing(UserError, ValueError):
     """The run has no (complete) checkpoint of the step asked for."""
 
 
-def checkpoint_of(run_dir: Path, step: int | None, best: bool = False) -> Path:
+def checkpoint_of(run_dir: Path, step: int | None, best: bool = False, *, skip_damaged: bool = False,
+                  notify=None) -> Path:
     """The checkpoint to export, evaluate or generate with: `step_N`, the marked best (`best`), or
-    the newest complete one; verified against its manifest."""
+    the newest one; verified against its manifest. A damaged newest checkpoint is refused, naming
+    it (as a resume refuses), unless `skip_damaged`: then the newest sound one is used and
+    `notify(text)` says which was skipped. Nothing is moved or deleted either way."""
     root = Path(run_dir) / "checkpoints"
     if best:
         if step is not None:
             raise CheckpointMissing(f"--step {step} and --best each choose a checkpoint; pass one of them")
         return best_checkpoint(run_dir)
     if step is None:
-        ckpt = latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise CheckpointMissing(f"{str(run_dir)!r} has no complete checkpoint to export")
-        return ckpt
+        point = resume_point(run_dir)
+        if point.damaged_newer:
+            bad = "; ".join(f"{_rel(p, run_dir)}: {why}" for p, why in point.damaged_newer)
+            good = point.checkpoint.name if point.checkpoint else None
+            if not skip_damaged:
+                way = (f"pass --skip-damaged to use the newest sound one ({good}), or choose one with --step N or --best"
+                       if good else "the run has no sound checkpoint")
+                raise CheckpointDamaged(f"damaged checkpoint in {str(run_dir)!r}, the newest: {bad}. "
+                                        f"Nothing was used or changed; {way}")
+            if good is not None and notify is not None:
+                notify(f"skipping damaged {bad}; using {good}")
+        if point.checkpoint is None:
+            raise CheckpointMissing(f"{str(run_dir)!r} has no checkpoint yet")
+        return point.checkpoint
     ckpt = root / f"step_{step}"
     if not ckpt.is_dir():
         have = sorted(p.name for p in root.glob("step_*")) if root.is_dir() else []
         raise CheckpointMissing(f"{str(run_dir)!r} has no checkpoint of step {step}; it has {have}")
     why = damage(ckpt)
     if why is not None:
-        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be exported: {why}")
+        raise CheckpointDamaged(f"checkpoint {str(ckpt)!r} cannot be used: {why}")
     return ckpt
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from rolecall.schema import Config, dump_config
 from rolecall.errors import UserError
 from rolecall.rundir.checkpoint import FINGERPRINT, write_durable
+from rolecall.rundir.ownership import check_new_run_dir, mark
 from rolecall.types import Episode
 
 
@@ -74,7 +75,7 @@ def hold(path: Path):
     except BlockingIOError:
         os.close(fd)
         raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
-                         f"({_holder(lock)}); wait for it to finish or stop it first") from None
+                         f"({holder(lock)}); wait for it to finish or stop it first") from None
     except OSError as e:  # a filesystem without locks (some NFS mounts): run, but not silently unguarded
         warnings.warn(f"run directory {str(path)!r} cannot be locked ({e.strerror}): a second rolecall process "
                       "on it would not be refused", stacklevel=3)
@@ -87,7 +88,7 @@ def hold(path: Path):
         os.close(fd)  # releases the lock; the file stays (removing it would race a new holder)
 
 
-def _holder(lock: Path) -> str:
+def holder(lock: Path) -> str:
     try:
         h = json.loads(lock.read_text())
         return f"pid {h['pid']} on {h['host']}, started {h['started']}"
@@ -102,16 +103,30 @@ class RunDir:
         self.samples = self.path / "samples.jsonl"
         # The same few validation problems at every validation: read one role across steps.
         self.val_samples = self.path / "val_samples.jsonl"
+        self._held: contextlib.ExitStack | None = None
 
-    def create(self, cfg: Config) -> None:
-        if self.metrics.exists() and self.metrics.stat().st_size > 0:
-            raise FileExistsError(f"--out {str(self.path)!r} already holds a run; use --resume {self.path} "
-                                  "to continue it or choose another directory")
+    def create(self, cfg: Config, *, held: bool = False) -> None:
+        """Make the folder a new run's: refused (`RunDirRefused`, nothing written) unless it is empty,
+        missing or rolecall's own run that logged nothing. Call it once every input has loaded, so a
+        failure leaves no folder behind. Unless `held` (the caller holds the lock already), the run
+        directory is held from here until `release()`."""
+        check_new_run_dir(self.path, probe_lock=not held)
         self.path.mkdir(parents=True, exist_ok=True)
+        if not held:
+            self._held = contextlib.ExitStack()
+            self._held.enter_context(hold(self.path))
+            check_new_run_dir(self.path, probe_lock=False)  # another process may have started a run here in between
+        mark(self.path)  # first: from here on the folder is this run's, whatever fails next
         (self.path / "config.yaml").write_text(dump_config(cfg))
         self.metrics.write_text("")
         self.samples.write_text("")
         self.val_samples.write_text("")
+
+    def release(self) -> None:
+        """Let go of the lock `create` took (no-op otherwise)."""
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def log(self, row: dict) -> None:
         with open(self.metrics, "a") as f:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rolecall.errors import UserError
@@ -24,7 +25,7 @@ from rolecall.train.peak import METRIC, PEAK, STOP, Peak, recall_peak
 from rolecall.train.resume import open_run_dir, restore
 from rolecall.train.session import Deadline, Launch, Ranks, RunLog
 from rolecall.train.stack import Stack, build_stack
-from rolecall.train.step import train_step, validate_episodes
+from rolecall.train.step import notices, train_step, validate_episodes
 
 
 class VerifierFailure(UserError, RuntimeError):
@@ -36,13 +37,18 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
     directory and the sinks, and rank 0 decides where a resume starts."""
     t_start = time.time()
     ranks = Ranks(launch.dp)
-    point, logged = ranks.on_lead(lambda: open_run_dir(cfg, run, launch))
+    point, logged = (ranks.on_lead(lambda: open_run_dir(cfg, run, launch)) if launch.resume  # refuse before loading
+                     else (None, 0))
     stack = build_stack(cfg)
     share = cpu_share_or_none(cfg.train.threads)  # train.threads 0: a fair share of the machine's cores
     log = RunLog(run, ranks, launch.on_event, t_start)
     deadline = Deadline(cfg.train.max_minutes, ranks, t_start)
     peak = Peak(cfg.train)
     try:
+        if not launch.resume:  # every input has loaded: only now is the new run's folder made
+            point, logged = ranks.on_lead(lambda: open_run_dir(cfg, run, launch))
+        if ranks.lead and (log_to := getattr(stack.verifier, "log_to", None)):  # a custom reward's output: <run>/reward.log
+            log_to(run.path)
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
@@ -51,7 +57,7 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
         peak.recall(ranks.on_lead(lambda: recall_peak(run, start, cfg.train.stop_below_peak, launch.notify)))
         said = None
         if val_due(cfg, start) and not validated:  # also the one a stop on a signal skipped
-            said = validation(stack, log, share, start, peak)
+            said = validation(stack, log, share, start, peak, launch.notify)
             if said == PEAK and ranks.lead:
                 mark_best(run.path, start, *peak.best(start))  # step_<start> is there: the run resumed from it
         if said == STOP and start < cfg.train.steps:  # still below its peak: nothing to train, step_<start> is saved
@@ -85,6 +91,9 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
             row["time/threads"] = threads
         log.emit("step", row)
         log.samples(step, episodes, cfg.train.samples_per_step)
+        for text in notices(stack, f"step {step}", episodes, skipped=bool(row.get("skipped/unscorable")),
+                            samples_file="samples.jsonl"):
+            launch.notify(text)
         halt = halts.observe(step, row)
         if halt is not None:  # skipped and non-finite updates changed no weight: the saved state is sound
             save(stack, log, step, peak)
@@ -93,7 +102,7 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
         late = deadline.passed() and step < cfg.train.steps
         said = None
         if (val_due(cfg, step) or late) and not requested:  # a stop skips it; the resume runs it
-            said = validation(stack, log, share, step, peak)
+            said = validation(stack, log, share, step, peak, launch.notify)
             requested = ranks.any(launch.stop.requested)  # a signal during the validation still saves this step
         # A new peak is saved whatever checkpoint_every says: the best is never lost.
         if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps or requested or late or said:
@@ -119,11 +128,16 @@ def val_due(cfg: Config, step: int) -> bool:
     return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
 
-def validation(stack: Stack, log: RunLog, share: CpuShare | None, step: int, peak: Peak) -> str | None:
-    """Validate and log; what the peak makes of it (`PEAK`, `STOP` or None)."""
+def validation(stack: Stack, log: RunLog, share: CpuShare | None, step: int, peak: Peak,
+               notify: Callable[[str], None] | None = None) -> str | None:
+    """Validate and log, `notify` what the verifier had to say; what the peak makes of it (`PEAK`, `STOP` or None)."""
     if share is not None:
         share.apply()
+    log.phase(step, f"validating ({len(stack.val_P)} problems)")
     metrics, episodes = validate_episodes(stack)
+    for text in notices(stack, f"validation at step {step}", episodes, validation=True, samples_file="val_samples.jsonl"):
+        if notify is not None:  # before the accuracy line they explain
+            notify(text)
     log.emit("val", {"step": step, **metrics})
     log.samples(step, episodes, stack.cfg.train.val_samples, validation=True)
     return peak.observe(step, metrics[METRIC])

@@ -116,6 +116,8 @@ class MetaPolicyRun:
         wf.deliberator, wf.counterfactual = deliberator, counterfactual
         eps = roll_out(self.stack, problems, 1, self.stack.routing.routes, seed=seed)
         score(eps, self.stack.verifier)
+        for text in getattr(self.stack.verifier, "drain_notices", list)():  # a custom reward's first failures
+            self.notify(text)
         return eps
 
     def new_policy(self) -> MetaPolicy:
@@ -280,10 +282,12 @@ def train_metapolicy(cfg: Config, run: RunDir, resume: bool, force: bool, on_eve
         if on_event:
             on_event(kind, row)
 
-    if not resume:
-        run.create(cfg)
     stack = build_stack(cfg)
     try:
+        if not resume:  # every input has loaded: only now is the new run's folder made
+            run.create(cfg)
+        if log_to := getattr(stack.verifier, "log_to", None):  # a custom reward's output: <run>/reward.log
+            log_to(run.path)
         fingerprint = _fingerprint(cfg, stack)
         fp_file = run.path / FINGERPRINT
         if resume and fp_file.exists():

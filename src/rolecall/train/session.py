@@ -123,6 +123,12 @@ class RunLog:
             for event in self.monitor.observe(row):
                 self.emit("alarm", event)
 
+    def phase(self, step: int, stage: str) -> None:
+        """Tell `on_event` what the run is doing now ("phase": e.g. validating), for a progress bar;
+        not a metrics row, so nothing is written."""
+        if self.ranks.lead and self.on_event:
+            self.on_event("phase", {"step": step, "stage": stage})
+
     def note(self, step: int, event: str, **fields) -> None:
         """An event row in metrics.jsonl only (e.g. why the run stopped, read by summary.json); the
         sinks and `on_event` take metric rows, so they never see it."""
