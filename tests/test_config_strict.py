@@ -125,7 +125,7 @@ def test_a_key_given_twice_is_refused_naming_file_line_and_key(tmp_path, text, l
 
 
 def test_a_merge_may_override_a_key_and_a_prompt_file_may_not_repeat_one(tmp_path):
-    from rolecall.config import safe_load_unique
+    from rolecall.yamldata import safe_load_unique
 
     assert safe_load_unique("a: &d {x: 1, y: 2}\nb: {<<: *d, y: 3}\n")["b"] == {"x": 1, "y": 3}
     prompts = tmp_path / "prompts.yaml"

@@ -294,7 +294,7 @@ def test_a_hanging_reward_says_so_at_once_and_accuracy_is_not_a_number(tiny_mode
     assert "warning: validation at step 0: 4 of 4 samples unscorable by the iso_rewards:forever verifier (timeout 4)" \
         in res.output
     assert "warning: step 1: 4 of 4 samples unscorable" in res.output and "the step was skipped" in res.output
-    assert "val/accuracy nan" in res.output
+    assert "val/accuracy n/a (no scorable sample" in res.output
     vals = [r for r in _rows(out) if "val/accuracy" in r]
     assert [(r["val/accuracy"], r["val/unscorable_frac"]) for r in vals] == [(None, 1.0), (None, 1.0)]
     assert json.loads((out / "summary.json").read_text())["accuracy"]["final"] is None

@@ -135,3 +135,12 @@ def test_library_chatter_never_creates_the_folder_before_the_run_does(tmp_path):
     text = (out / "library.log").read_text()
     assert "loading weights" in text and "while loading" in text and "after the folder" in text
     shutil.rmtree(out)
+
+
+def test_make_base_never_writes_over_a_users_folder(tmp_path):
+    folder = _users_folder(tmp_path)
+    (folder / "config.json").write_text('{"mine": 4}\n')
+    before = _files(folder)
+    res = CliRunner().invoke(app, ["make-base", "--out", str(folder), "--episodes", "0", "--fact-steps", "0"])
+    assert res.exit_code == 2 and "holds no model built by make-base" in res.output, res.output
+    assert _files(folder) == before

@@ -31,12 +31,9 @@ def _finite_data(value: Any, path: str) -> Any:
     """`value` (free-form options: plain data) unchanged, or ValueError naming the first NaN/Inf in it."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{path}: must be a finite number, got {value!r}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _finite_data(v, f"{path}.{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            _finite_data(v, f"{path}.{i}")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for k, v in items:
+        _finite_data(v, f"{path}.{k}")
     return value
 
 

@@ -60,6 +60,7 @@ def make_base_cmd(
         raise typer.BadParameter("--search-only builds a base for search_answer alone; give it its own --out")
     out = out or embedded_dir()
     with as_user_errors():  # an unwritable --out fails now, not after the pretraining
+        _check_base_out(out)
         out.mkdir(parents=True, exist_ok=True)
     with Progress(console=console) as progress, as_user_errors():
         task = progress.add_task("pretraining", total=None)
@@ -79,6 +80,21 @@ def make_base_cmd(
                          **rest)
     console.print(json.dumps(info))
     console.print(f"wrote {out}")
+
+
+def _check_base_out(out: Path) -> None:
+    """make-base writes only into a new or empty folder or over a base it built (its
+    rolecall_base.json); a folder of the user's own files is refused before the pretraining."""
+    from rolecall.errors import UserError
+
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {str(out)!r} is a file; a model is a directory")
+    if out.is_dir() and not (out / "rolecall_base.json").is_file():
+        held = sorted(p.name for p in out.iterdir())
+        if held:
+            shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            raise UserError(f"--out {str(out)!r} is not empty and holds no model built by make-base (it holds "
+                            f"{shown}); nothing was written. Choose an empty or new directory")
 
 
 def get_model_cmd(

@@ -401,20 +401,19 @@ def checkpoint_of(run_dir: Path, step: int | None, best: bool = False, *, skip_d
     it (as a resume refuses), unless `skip_damaged`: then the newest sound one is used and
     `notify(text)` says which was skipped. Nothing is moved or deleted either way."""
     root = Path(run_dir) / "checkpoints"
+    if best and step is not None:
+        raise CheckpointMissing(f"--step {step} and --best each choose a checkpoint; pass one of them")
     if best:
-        if step is not None:
-            raise CheckpointMissing(f"--step {step} and --best each choose a checkpoint; pass one of them")
         return best_checkpoint(run_dir)
     if step is None:
         point = resume_point(run_dir)
         if point.damaged_newer:
             bad = "; ".join(f"{_rel(p, run_dir)}: {why}" for p, why in point.damaged_newer)
             good = point.checkpoint.name if point.checkpoint else None
+            way = (f"pass --skip-damaged to use the newest sound one ({good}), or choose one with --step N or --best"
+                   if good else "the run has no sound checkpoint")
             if not skip_damaged:
-                way = (f"pass --skip-damaged to use the newest sound one ({good}), or choose one with --step N or --best"
-                       if good else "the run has no sound checkpoint")
-                raise CheckpointDamaged(f"damaged checkpoint in {str(run_dir)!r}, the newest: {bad}. "
-                                        f"Nothing was used or changed; {way}")
+                raise CheckpointDamaged(f"damaged checkpoint in {str(run_dir)!r}, the newest: {bad}. Nothing was used or changed; {way}")
             if good is not None and notify is not None:
                 notify(f"skipping damaged {bad}; using {good}")
         if point.checkpoint is None:

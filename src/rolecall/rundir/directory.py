@@ -2,19 +2,14 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
-import os
-import socket
-import time
-import warnings
 from pathlib import Path
 
 from rolecall.schema import Config, dump_config
 from rolecall.errors import UserError
 from rolecall.rundir.checkpoint import FINGERPRINT, write_durable
-from rolecall.rundir.ownership import check_new_run_dir, mark
+from rolecall.rundir.ownership import LOCK, RunDirBusy, check_new_run_dir, hold, holder, mark
 from rolecall.types import Episode
 
 
@@ -47,53 +42,11 @@ def read_lines(path: Path) -> list[tuple[str, dict]]:
     return out
 
 
-LOCK = ".lock"
+__all__ = ["LOCK", "RunDir", "RunDirBusy", "RunLogDamaged", "hold", "holder", "read_lines"]  # the lock lives in ownership
 
 
 class RunLogDamaged(UserError, ValueError):
     """metrics.jsonl or a samples file has a bad line that a kill cannot explain."""
-
-
-class RunDirBusy(UserError, RuntimeError):
-    """Another process holds the run directory."""
-
-
-@contextlib.contextmanager
-def hold(path: Path):
-    """Hold run directory `path` for this process, or raise `RunDirBusy` naming the holder.
-
-    An exclusive `flock` on `<run>/.lock`: the kernel drops it when the holder exits, however
-    it dies (kill -9 included), so no lock is ever left stuck. Our own children never keep it:
-    the descriptor is close-on-exec and the verifiers' subprocesses are exec'd. The file holds
-    the holder's pid, host and start time, for the refusal message only.
-    """
-    path.mkdir(parents=True, exist_ok=True)
-    lock = path / LOCK
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
-                         f"({holder(lock)}); wait for it to finish or stop it first") from None
-    except OSError as e:  # a filesystem without locks (some NFS mounts): run, but not silently unguarded
-        warnings.warn(f"run directory {str(path)!r} cannot be locked ({e.strerror}): a second rolecall process "
-                      "on it would not be refused", stacklevel=3)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode())
-        yield
-    finally:
-        os.close(fd)  # releases the lock; the file stays (removing it would race a new holder)
-
-
-def holder(lock: Path) -> str:
-    try:
-        h = json.loads(lock.read_text())
-        return f"pid {h['pid']} on {h['host']}, started {h['started']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "pid unknown"
 
 
 class RunDir:

@@ -1,4 +1,5 @@
-"""Which folders a new run may write into: an empty or missing one, or one rolecall marked as its run.
+"""Who may write a run directory: which folders a new run may use (an empty or missing one, or one
+rolecall marked as its run), and the lock that keeps a second process out while one runs.
 
 `--out` never touches what rolecall did not write: a folder holding anything else (a user's
 own `config.yaml`, `samples.jsonl`, notes) is refused before a byte is written, naming what is
@@ -11,9 +12,14 @@ them (`--resume`, eval, export, report): those need only `config.yaml`.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import importlib.metadata
 import json
 import os
+import socket
 import time
+import warnings
 from pathlib import Path
 
 from rolecall.errors import UserError
@@ -22,6 +28,51 @@ MARKER = "rolecall-run.json"
 # What rolecall itself may leave in a folder before the run's own files exist: the lock of a
 # process that held it, and a grid's record of a cell's failed attempt.
 _OWN_LEFTOVERS = (".lock", "grid-failed.txt", "grid-failed.traceback")
+
+
+LOCK = ".lock"
+
+
+class RunDirBusy(UserError, RuntimeError):
+    """Another process holds the run directory."""
+
+
+@contextlib.contextmanager
+def hold(path: Path):
+    """Hold run directory `path` for this process, or raise `RunDirBusy` naming the holder.
+
+    An exclusive `flock` on `<run>/.lock`: the kernel drops it when the holder exits, however
+    it dies (kill -9 included), so no lock is ever left stuck. Our own children never keep it:
+    the descriptor is close-on-exec and the verifiers' subprocesses are exec'd. The file holds
+    the holder's pid, host and start time, for the refusal message only.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    lock = path / LOCK
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
+                         f"({holder(lock)}); wait for it to finish or stop it first") from None
+    except OSError as e:  # a filesystem without locks (some NFS mounts): run, but not silently unguarded
+        warnings.warn(f"run directory {str(path)!r} cannot be locked ({e.strerror}): a second rolecall process "
+                      "on it would not be refused", stacklevel=3)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it would race a new holder)
+
+
+def holder(lock: Path) -> str:
+    try:
+        h = json.loads(lock.read_text())
+        return f"pid {h['pid']} on {h['host']}, started {h['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "pid unknown"
 
 
 class RunDirRefused(UserError, FileExistsError):
@@ -75,10 +126,6 @@ def check_new_run_dir(path: Path, *, probe_lock: bool = True) -> None:
 
 def _refuse_if_held(path: Path) -> None:
     """`RunDirBusy` naming the holder when another process holds the folder (probed read-only)."""
-    import fcntl
-
-    from rolecall.rundir.directory import LOCK, RunDirBusy, holder
-
     try:
         fd = os.open(path / LOCK, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -96,8 +143,10 @@ def _refuse_if_held(path: Path) -> None:
 
 def mark(path: Path) -> None:
     """Write the marker: from now on the folder is this run's. Written first, before any other file."""
-    from rolecall import __version__
-
-    body = json.dumps({"rolecall": __version__, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    try:
+        version = importlib.metadata.version("rolecall")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        version = "unknown"
+    body = json.dumps({"rolecall": version, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
                        "pid": os.getpid()}) + "\n"
     (Path(path) / MARKER).write_text(body)

@@ -17,6 +17,7 @@ import yaml
 
 from rolecall.diagnostics.trajectory import ROLE_DIAGNOSTICS
 from rolecall.errors import TRACEBACK_HINT, code_error
+from rolecall.yamldata import safe_load_unique
 from rolecall.registry import defined, discover
 from rolecall.workflows.base import Team, Workflow, WorkflowError, assistant, user
 
@@ -32,7 +33,6 @@ __all__ = ["WORKFLOWS", "Team", "Workflow", "WorkflowError", "assistant", "user"
 def load_prompts(name: str = "math") -> dict[str, str]:
     """A shipped prompt set by name, or a user YAML file path (data only, never executed; a key
     given twice is an error, as in a config file)."""
-    from rolecall.config import safe_load_unique  # here: rolecall.config imports this package
 
     if name.endswith((".yaml", ".yml")):
         with open(name, encoding="utf-8") as f:
