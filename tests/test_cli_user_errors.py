@@ -182,7 +182,7 @@ def test_a_broken_user_module_is_one_line_saying_how_to_see_the_traceback(files,
     ("dir/a=b.yaml", "dir/a=b.yaml"),             # a path, not a dotted key, left of `=`
 ])
 def test_the_first_positional_is_an_override_when_left_of_its_equals_is_a_dotted_key(first, config):
-    from rolecall.cli.train import _split_args
+    from rolecall.cli.common import split_config_args as _split_args
 
     path, overrides = _split_args(first, ["x.y=2"])
     assert (str(path) if path else None) == config
@@ -190,7 +190,7 @@ def test_the_first_positional_is_an_override_when_left_of_its_equals_is_a_dotted
 
 
 def test_an_existing_config_file_with_equals_in_its_name_is_still_the_config(tmp_path, monkeypatch):
-    from rolecall.cli.train import _split_args
+    from rolecall.cli.common import split_config_args as _split_args
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "lr=3e-4.yaml").write_text("")

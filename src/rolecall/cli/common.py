@@ -4,6 +4,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -40,6 +42,16 @@ def check_number(option: str, value: float | int | None, *, above: float | None 
         fail(f"{option}: must be >= {at_least:g}, got {value:g}")
     if at_most is not None and not value <= at_most:
         fail(f"{option}: must be <= {at_most:g}, got {value:g}")
+
+
+def split_config_args(config: str | None, overrides: list[str]) -> tuple[Path | None, list[str]]:
+    """(CONFIG, overrides) of a command line whose first positional may be an override: it is one
+    when what is left of its `=` is a dotted key (`workflow.prompts=my.yaml` included), unless it
+    names a file that exists (a config called `lr=3e-4.yaml` is still a config)."""
+    key, eq, _ = (config or "").partition("=")
+    if eq and re.fullmatch(r"[\w-]+(\.[\w-]+)*", key) and not Path(config).is_file():
+        return None, [config, *overrides]
+    return (Path(config) if config else None), overrides
 
 
 def load_config_or_fail(path, overrides: list[str], what: str = ""):
@@ -93,8 +105,6 @@ def library_chatter(run_dir, verbose: bool):
     run's library.log when there is a run, else nowhere; `verbose` leaves it on the terminal."""
     if verbose:
         return contextlib.nullcontext()
-    from pathlib import Path
-
     from rolecall.library_logs import library_output_to
     from rolecall.rundir.ownership import is_run
 

@@ -10,11 +10,12 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import as_user_errors, console, fail, library_chatter
+from rolecall.cli.common import as_user_errors, console, fail, library_chatter, split_config_args
 
 
 def eval_cmd(
-    target: str = typer.Argument(..., help="A run directory (its latest checkpoint; with --best its best) or a config YAML."),
+    target: Optional[str] = typer.Argument(None, help="A run directory (its latest checkpoint; with --best its best) or a "
+                                           "config YAML; omitted = the embedded default config."),
     overrides: list[str] = typer.Argument(None, help="dotted.key=value overrides"),
     base: bool = typer.Option(False, "--base", help="Evaluate the base model (adapters disabled)."),
     best: bool = typer.Option(False, "--best", help="Evaluate the run's best validated checkpoint (checkpoints/best.json)."),
@@ -28,12 +29,13 @@ def eval_cmd(
     # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.api import evaluate
 
-    p = Path(target)
-    if p.is_dir() and not (p / "config.yaml").is_file():
+    config, overrides = split_config_args(target, list(overrides or []))  # `eval --base task.n_val=50`: no CONFIG
+    run_dir = config if config is not None and config.is_dir() else None
+    if run_dir is not None and not (run_dir / "config.yaml").is_file():
         fail(f"{target!r} is a directory but not a run directory (no config.yaml)")
     # as_user_errors: ConfigError, a damaged or missing checkpoint, a verifier that cannot start
-    with as_user_errors(), library_chatter(p if p.is_dir() else None, verbose):
-        result = evaluate(p if p.is_dir() else target, base=base, overrides=list(overrides or []), best=best,
+    with as_user_errors(), library_chatter(run_dir, verbose):
+        result = evaluate(run_dir or (target if config is not None else None), base=base, overrides=overrides, best=best,
                           step=step, skip_damaged=skip_damaged, notify=_say)
     sys.stdout.write(json.dumps(json_safe(result), indent=2) + "\n")
 

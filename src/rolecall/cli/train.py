@@ -11,25 +11,13 @@ from typing import Optional
 
 import typer
 
-from rolecall.cli.common import as_user_errors, console, fail, load_config_or_fail
+from rolecall.cli.common import as_user_errors, console, fail, load_config_or_fail, split_config_args
 
 
 def _config(config: Optional[Path], overrides: list[str], steps: Optional[int]):
     if steps is not None:
         overrides = [*overrides, f"train.steps={steps}"]
     return load_config_or_fail(config, overrides)
-
-
-def _split_args(config: Optional[str], overrides: list[str]) -> tuple[Optional[Path], list[str]]:
-    # `rolecall train a.b=1` has no CONFIG: the first positional is an override when what is left
-    # of its `=` is a dotted key (`workflow.prompts=my.yaml` included), unless it names a file
-    # that exists (a config called `lr=3e-4.yaml` is still a config).
-    import re
-
-    key, eq, _ = (config or "").partition("=")
-    if eq and re.fullmatch(r"[\w-]+(\.[\w-]+)*", key) and not Path(config).is_file():
-        return None, [config, *overrides]
-    return (Path(config) if config else None), overrides
 
 
 def train(
@@ -67,10 +55,10 @@ def train(
         cfg_path = resume / "config.yaml"
         if not cfg_path.is_file():
             fail(f"--resume {str(resume)!r}: no config.yaml there (not a run directory)")
-        cfg = _config(cfg_path, _split_args(config, overrides or [])[1], steps)
+        cfg = _config(cfg_path, split_config_args(config, overrides or [])[1], steps)
         out = resume
     else:
-        path, ov = _split_args(config, overrides or [])
+        path, ov = split_config_args(config, overrides or [])
         cfg = _config(path, ov, steps)
     if dry_run:
         sys.stdout.write(dump_config(cfg))
@@ -138,6 +126,7 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
             else:
                 shown = f"{acc:.3f}" + (f"  (unscorable {u:.0%})" if (u := row.get("val/unscorable_frac")) else "")
             progress.console.print(f"step {row['step']:>4}  val/accuracy {shown}", highlight=False)
+            progress.update(task, info=f"val/accuracy {shown}")
         elif kind == "phase":  # what a long wait is (a validation), instead of the last step's figures
             progress.update(task, info=row["stage"])
         elif kind == "progress":  # a meta-policy run's SoftRankPO steps
