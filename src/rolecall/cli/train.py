@@ -126,7 +126,7 @@ def _run_training(cfg, out: Path, resume: bool, force: bool = False, skip_damage
             else:
                 shown = f"{acc:.3f}" + (f"  (unscorable {u:.0%})" if (u := row.get("val/unscorable_frac")) else "")
             progress.console.print(f"step {row['step']:>4}  val/accuracy {shown}", highlight=False)
-            progress.update(task, info=f"val/accuracy {shown}")
+            progress.update(task, info=f"last validation {shown}")
         elif kind == "phase":  # what a long wait is (a validation), instead of the last step's figures
             progress.update(task, info=row["stage"])
         elif kind == "progress":  # a meta-policy run's SoftRankPO steps

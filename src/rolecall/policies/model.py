@@ -9,6 +9,7 @@ import torch
 
 from rolecall.errors import UserError, one_line
 from rolecall.policies.gguf import DamagedCache, cache_problem, converted_dir
+from rolecall.policies.precision import auto_dtype
 from rolecall.policies.real_models import CATALOGUE, fetch_command, is_fetched, real_model_dir
 from rolecall.policies.weights_check import WeightsError, check_model_dir
 
@@ -107,10 +108,8 @@ def resolve_device(device: str) -> torch.device:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype == "auto":
-        # bf16 halves memory and is native on recent GPUs; CPU kernels are fastest in fp32.
-        gpu_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if gpu_bf16 else torch.float32
+    if dtype == "auto":  # bf16 where the hardware computes it natively and it measures faster (`precision`)
+        return auto_dtype(device).dtype
     return _DTYPES[dtype]
 
 

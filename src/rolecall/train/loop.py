@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rolecall.errors import UserError
+from rolecall.policies.model import resolve_device
+from rolecall.policies.precision import auto_dtype
 from rolecall.rundir.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from rolecall.rundir.cpu_share import CpuShare, cpu_share_or_none
 from rolecall.rundir.directory import RunDir
@@ -51,6 +53,8 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
             log_to(run.path)
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
+        if cfg.model.dtype == "auto":  # say what `auto` chose and why, in metrics.jsonl and on the console
+            say_precision(log, launch, cfg, start)
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
             load_checkpoint(ckpt, stack.models_by_adapter(), stack.optims, stack.routing.adapters)
         log.open(cfg, stack.routing, start, launch.resume)
@@ -122,6 +126,14 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
         if launch.stop_after is not None and step >= launch.stop_after:
             break
     return saved_at, requested
+
+
+def say_precision(log: RunLog, launch: Launch, cfg: Config, step: int) -> None:
+    chosen = auto_dtype(resolve_device(cfg.model.device))  # cached: the same answer the model was loaded with
+    name = str(chosen.dtype).removeprefix("torch.")
+    log.note(step, "precision", dtype=name, why=chosen.why)
+    if log.ranks.lead:
+        launch.notify(f"model.dtype auto: {name}: {chosen.why}")
 
 
 def val_due(cfg: Config, step: int) -> bool:

@@ -1,0 +1,119 @@
+"""What `model.dtype: auto` means on this machine, and why.
+
+bfloat16 where the hardware computes it natively and it measures faster; float32 elsewhere.
+On a GPU that is `torch.cuda.is_bf16_supported()`. On a CPU it takes two things: the
+processor's flags name a native bf16 instruction (`avx512_bf16`, or AMX's `amx_bf16`), and a
+short probe (a matmul of a small model's shape, bf16 against fp32, a few repeats) finds bf16 at
+least `MIN_SPEEDUP` times as fast. Without native bf16, CPU kernels emulate it and fp32 is
+faster. The probe runs once per machine, torch version and thread count, and is cached.
+
+Only the frozen base weights and their activations take this dtype: LoRA weights, optimizer
+state and the loss's log-probs stay float32 (PEFT keeps adapters in float32; `rolecall.loss`
+computes log-probs in float32).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rolecall.paths import cache_dir
+
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+MIN_SPEEDUP = 1.2  # below this, bf16's rounding buys too little to be the default
+_PROBE_SHAPE = (512, 576, 1536)  # tokens x hidden x MLP width of a ~135 M-parameter model
+
+
+@dataclass(frozen=True)
+class AutoDtype:
+    dtype: torch.dtype
+    why: str
+
+
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags (Linux `/proc/cpuinfo`); empty where they cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return set()
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def auto_dtype(device: torch.device, *, flags: set[str] | None = None,
+               probe: Callable[[], float] | None = None) -> AutoDtype:
+    """The dtype `auto` resolves to on `device`, with the reason in words. `flags` and `probe`
+    (returning bf16's speed over fp32's) stand in for the machine's own in tests."""
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return AutoDtype(torch.bfloat16, "this GPU computes bfloat16 natively")
+        return AutoDtype(torch.float32, "this GPU does not support bfloat16")
+    if device.type != "cpu":
+        return AutoDtype(torch.float32, f"bfloat16 is not chosen automatically on {device.type}")
+    native = sorted(set(NATIVE_BF16_FLAGS) & (cpu_flags() if flags is None else flags))
+    if not native:
+        return AutoDtype(torch.float32, f"this CPU has no native bfloat16 ({' or '.join(NATIVE_BF16_FLAGS)} not in its "
+                                        "flags), so float32 kernels are faster")
+    speedup = (probe or cached_probe)()
+    if speedup < MIN_SPEEDUP:
+        return AutoDtype(torch.float32, f"this CPU has {', '.join(native)}, but a bfloat16 matmul measured only "
+                                        f"{speedup:.2f}x the float32 rate (below {MIN_SPEEDUP:g}x)")
+    return AutoDtype(torch.bfloat16, f"this CPU has {', '.join(native)} and a bfloat16 matmul measured {speedup:.2f}x "
+                                     "the float32 rate (base weights in bfloat16; LoRA, optimizer and log-probs in float32)")
+
+
+def measure_speedup(repeats: int = 3) -> float:
+    """bf16 matmul rate over fp32's at `_PROBE_SHAPE`, best of `repeats` each (about a second)."""
+    n, k, m = _PROBE_SHAPE
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(n, k, dtype=dtype), torch.randn(k, m, dtype=dtype)
+        a @ b  # warm-up: kernel selection, first-touch of the buffers
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+        best[dtype] = min(times)
+    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
+
+
+@functools.cache  # one answer per process, even where the cache file cannot be written
+def cached_probe() -> float:
+    """`measure_speedup()`, measured once per CPU model, torch version and thread count."""
+    model = next((line.partition(":")[2].strip() for line in _cpuinfo_lines() if line.startswith("model name")), "cpu")
+    key = f"{model} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+    path = cache_dir("precision.json")
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known.get(key), (int, float)):
+        return float(known[key])
+    speedup = measure_speedup()
+    known = known if isinstance(known, dict) else {}
+    known[key] = round(speedup, 3)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only means measuring again next time
+    return speedup
+
+
+def _cpuinfo_lines() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        return []

@@ -1,0 +1,70 @@
+"""`model.dtype: auto`: bfloat16 on a CPU that computes it natively and measures it faster, float32
+elsewhere; the run says which and why. Base weights take it; LoRA weights stay float32."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rolecall.policies.precision import MIN_SPEEDUP, auto_dtype, cpu_flags
+
+CPU = torch.device("cpu")
+
+
+def test_cpu_flags_are_read_from_cpuinfo():
+    text = "processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse avx512f avx512_bf16 amx_tile\n"
+    assert {"avx512_bf16", "amx_tile", "fpu"} <= cpu_flags(text)
+    assert cpu_flags("processor: 0\n") == set()
+
+
+@pytest.mark.parametrize("flags", [{"avx512_bf16", "avx512f"}, {"amx_bf16", "amx_tile"}])
+def test_native_bf16_that_measures_faster_is_chosen(flags):
+    chosen = auto_dtype(CPU, flags=flags, probe=lambda: 2.9)
+    assert chosen.dtype == torch.bfloat16
+    assert sorted(flags & {"avx512_bf16", "amx_bf16"})[0] in chosen.why and "2.90x" in chosen.why
+
+
+def test_without_native_bf16_float32_is_kept_and_nothing_is_measured():
+    def probe():
+        raise AssertionError("no probe without the flags")
+
+    chosen = auto_dtype(CPU, flags={"avx2", "avx512f"}, probe=probe)
+    assert chosen.dtype == torch.float32 and "no native bfloat16" in chosen.why
+
+
+def test_native_bf16_that_does_not_measure_faster_keeps_float32():
+    chosen = auto_dtype(CPU, flags={"avx512_bf16"}, probe=lambda: MIN_SPEEDUP - 0.1)
+    assert chosen.dtype == torch.float32 and "measured only" in chosen.why
+
+
+def test_a_bf16_base_keeps_float32_adapters_and_trains(tiny_model_dir, tmp_path):
+    from rolecall.api import train_run
+    from rolecall.config import load_config
+    from rolecall.rundir.checkpoint import latest_checkpoint
+    from safetensors.torch import load_file
+
+    cfg = load_config(None, [f"model.path={tiny_model_dir}", "model.dtype=bfloat16", "rollout.problems_per_step=2",
+                             "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=4", "train.threads=1",
+                             "train.steps=1"])
+    run = train_run(cfg, tmp_path / "run", notify=lambda _: None)
+    weights = load_file(str(latest_checkpoint(run.path) / "generator" / "adapter_model.safetensors"))
+    assert weights and all(t.dtype == torch.float32 for t in weights.values())
+    step = next(r for r in run.metrics if r.get("step") == 1 and "reward/mean" in r)
+    assert step.get("nonfinite/loss", 0) == 0 and step.get("nonfinite/grad", 0) == 0
+
+
+def test_auto_is_said_in_the_run(tiny_model_dir, tmp_path, monkeypatch):
+    from rolecall.api import train_run
+    from rolecall.config import load_config
+    from rolecall.policies import precision
+
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})
+    said: list[str] = []
+    cfg = load_config(None, [f"model.path={tiny_model_dir}", "model.dtype=auto", "rollout.problems_per_step=2",
+                             "rollout.group_size=2", "rollout.max_new_tokens=4", "task.n_val=4", "train.threads=1",
+                             "train.steps=1"])
+    run = train_run(cfg, tmp_path / "run", notify=said.append)
+    assert any(s.startswith("model.dtype auto: float32: this CPU has no native bfloat16") for s in said), said
+    rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
+    assert any(r.get("event") == "precision" and r["dtype"] == "float32" for r in rows)
