@@ -12,7 +12,7 @@ measured in the same run (at SmolLM2's MLP shape), with the load average, becaus
 drifts from day to day.
 
 Also recorded per arm: the token-level chi-square between the engine's sampling log-probs and
-the trainer's recomputed ones (`role/generator/chi2`), the mismatch a lower precision adds.
+the trainer's recomputed ones (`role/generator/chi2_token`, and at the first mini-batch `..._mb0`), the mismatch a lower precision adds.
 
 Writes benchmarks/results/real_precision_speed.json with provenance.
 """
@@ -83,10 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             row, _ = train_step(stacks[arm], r)
             steps[arm].append({"step_s": round(row["time/step_s"], 2), "rollout_s": round(row["time/rollout_s"], 2),
                                "update_s": round(row["time/step_s"] - row["time/rollout_s"], 2),
-                               "chi2": row.get("role/generator/chi2"), "reward": row.get("reward/mean")})
+                               "chi2_token": row.get("role/generator/chi2_token"),
+                               "chi2_token_first_mini_batch": row.get("role/generator/chi2_token_mb0"),
+                               "reward": row.get("reward/mean")})
             print(f"round {r} {arm:<8} step {steps[arm][-1]['step_s']:.1f} s "
                   f"(rollout {steps[arm][-1]['rollout_s']:.1f}, update {steps[arm][-1]['update_s']:.1f}) "
-                  f"chi2 {steps[arm][-1]['chi2']}", flush=True)
+                  f"chi2 {steps[arm][-1]['chi2_token']}", flush=True)
     for s in stacks.values():
         s.close()
     med = {arm: {k: round(median(x[k] for x in steps[arm]), 2) for k in ("step_s", "rollout_s", "update_s")}

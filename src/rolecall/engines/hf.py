@@ -127,13 +127,16 @@ class HFEngine:
                 temperature: float, seeds: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample up to `budget` tokens per row: (tokens [B, T], their log-probs [B, T]).
 
-        The sampling rule is HF `generate`'s (logits / T, softmax, one multinomial draw per
-        step; argmax at T = 0; a finished row gets pad tokens), without its per-step
-        machinery. The log-prob recorded is that of the distribution sampled from.
+        The sampling rule is HF `generate`'s (logits / T, softmax, one draw from it per step;
+        argmax at T = 0; a finished row gets pad tokens), without its per-step machinery. The
+        log-prob recorded is that of the distribution sampled from.
 
-        With `seeds` (one per row) each row draws from its own seeded random stream instead of
-        torch's global one: argmax(p / E) with E ~ Exp(1) drawn per row is a sample of p (the
-        exponential race), so a row's tokens depend on its seed alone, however the batch is
+        A draw is one uniform u per row and step and the token where the row's cumulative
+        distribution first exceeds u (inverse-CDF sampling). `torch.multinomial` draws one
+        exponential per vocabulary entry instead: on SmolLM2's 49,152-token vocabulary that was a
+        third of a real-tier rollout (profiled with `benchmarks/real_precision_speed.py`'s work).
+        With `seeds` (one per row) each row's u comes from its own seeded stream instead of
+        torch's global one, so a row's tokens depend on its seed alone, however the batch is
         split or ordered.
         """
         t = temperature if temperature > 0 else 1.0
@@ -148,12 +151,10 @@ class HFEngine:
         for step in range(budget):
             scores = logits_B.float() / t
             logp = torch.log_softmax(scores, -1)
-            if streams is not None:
-                race_B_V = torch.stack([torch.empty(scores.shape[-1], device=scores.device).exponential_(generator=g)
-                                        for g in streams])
-                nxt = (torch.softmax(scores, -1) / race_B_V).argmax(-1)
-            elif temperature > 0:
-                nxt = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)
+            if temperature > 0:
+                u_B1 = (torch.rand(scores.shape[0], 1, device=scores.device) if streams is None else
+                        torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams]))
+                nxt = _inverse_cdf(torch.softmax(scores, -1), u_B1)
             else:
                 nxt = scores.argmax(-1)
             nxt = torch.where(unfinished_B, nxt, pad)
@@ -202,3 +203,12 @@ class HFEngine:
         return GenOutput(prompt_text=prompt_text, prompt_ids=prompt_ids, completion_ids=comp,
                          completion_text=self.tok.decode(comp, skip_special_tokens=True),
                          logprobs=lp[:cut], finish_reason="stop" if end is not None else "length")
+
+
+def _inverse_cdf(probs_B_V: torch.Tensor, u_B1: torch.Tensor) -> torch.Tensor:
+    """The token of each row whose cumulative probability first exceeds u (in [0, 1))."""
+    cdf_B_V = probs_B_V.cumsum(-1)
+    # u is scaled by the row's own total (a float32 sum of 49k terms is 1 only to ~1e-6); right=True
+    # steps over zero-probability tokens, whose cumulative value equals their predecessor's.
+    nxt_B = torch.searchsorted(cdf_B_V, u_B1 * cdf_B_V[:, -1:], right=True).squeeze(1)
+    return nxt_B.clamp_(max=probs_B_V.shape[-1] - 1)
