@@ -68,3 +68,31 @@ def test_auto_is_said_in_the_run(tiny_model_dir, tmp_path, monkeypatch):
     assert any(s.startswith("model.dtype auto: float32: this CPU has no native bfloat16") for s in said), said
     rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("event") == "precision" and r["dtype"] == "float32" for r in rows)
+
+
+def test_a_bf16_base_runs_its_float32_adapters_in_bf16_and_sees_every_update(tiny_model_dir):
+    """Sampling reuses one bf16 cast of an adapter's weights; an in-place update (the optimizer's)
+    must invalidate it, and with gradients the float32 weights get theirs through the cast."""
+    from rolecall.policies.lora_router import router_for
+    from rolecall.policies.model import attach_adapters, load_model
+
+    model = attach_adapters(load_model(str(tiny_model_dir), "bfloat16"), ["p"], r=4, alpha=8, dropout=0.0,
+                            target_modules="all-linear")
+    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    assert lora and all(p.dtype == torch.float32 for p in lora)
+    with torch.no_grad():
+        for p in lora:
+            p.normal_(0, 0.3)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    router = router_for(model)
+    with router.policy("p"), torch.no_grad():
+        first = model(input_ids=ids).logits
+        again = model(input_ids=ids).logits
+        for p in lora:
+            p.add_(0.5)  # as an optimizer step does: in place
+        moved = model(input_ids=ids).logits
+    assert first.dtype == torch.bfloat16 and torch.equal(first, again)
+    assert not torch.equal(first, moved), "a stale bf16 copy of the adapter was used after an update"
+    with router.policy("p"):
+        model(input_ids=ids).logits.float().sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in lora)

@@ -194,6 +194,22 @@ class LoraRouter:
         device = self.layers[0].base_layer.weight.device if self.layers else torch.device("cpu")
         return torch.tensor(index, device=device)
 
+    def half(self, layer, A: torch.Tensor, B: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """A and B in the base's half `dtype`. With gradients: a fresh cast, through which the
+        gradient reaches the float32 weights. Without (sampling: every decode step calls each
+        layer): the cast made for these weights' current values (`_version` moves with every
+        in-place update, an optimizer step included), so a rollout casts each adapter once. Only
+        an adapter's own weights are kept (they live as long as the model); a multi-adapter
+        concatenation is cast afresh."""
+        if torch.is_grad_enabled() or not isinstance(A, torch.nn.Parameter):  # a concatenation lives one mode only
+            return A.to(dtype), B.to(dtype)
+        cache = self.__dict__.setdefault("_half", {})
+        key = (id(layer), id(A), id(B), dtype)
+        hit = cache.get(key)
+        if hit is None or hit[0] != (A._version, B._version):
+            hit = cache[key] = ((A._version, B._version), A.detach().to(dtype), B.detach().to(dtype))
+        return hit[1], hit[2]
+
     # ---- the forward ----------------------------------------------------------------------
     def _forward_for(self, layer):
         peft_forward = type(layer).forward
@@ -222,6 +238,12 @@ class LoraRouter:
                 if scale is None:
                     scale = mode.layer_masks[id(layer)] = _mask(mode, layer)
                 dropout = layer.lora_dropout[mode.adapters[0]]
+            if A.dtype != x.dtype and x.dtype == base.weight.dtype and x.dtype in _HALF:
+                # float32 master adapters on a bf16/fp16 base: the adapter's matmuls run in the base's
+                # dtype and the gradient reaches the float32 weights through the cast, as autocast
+                # does. Mixing dtypes instead cast every [tokens, width] activation to float32 and
+                # back, a third of a bf16 update on SmolLM2 (profiled).
+                A, B = router.half(layer, A, B, x.dtype)
             # (a row mask [B, 1, n·r] lines up with [B, T, in] inputs only)
             if not args and not kwargs and (not isinstance(scale, torch.Tensor) or x.dim() == 3) and fusable(base, dropout, x, A, B):
                 return lora_linear(x, base, A, B, scale)
@@ -230,6 +252,9 @@ class LoraRouter:
             h = F.linear(dropout(_as(x, A.dtype)), A).mul_(scale)
             return _add_lora(base(x, *args, **kwargs), h, B)
         return forward
+
+
+_HALF = (torch.bfloat16, torch.float16)
 
 
 def _add_lora(result: torch.Tensor, h: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
