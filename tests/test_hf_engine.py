@@ -147,8 +147,7 @@ def _hf_reference(model, eng, reqs, temperature):
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_adapter_model, temperature):
-    """Repeated (prompt, policy) pairs share one prefill; greedy tokens and log-probs equal HF
-    generate's, and a sampled token's log-prob is that of HF's own forward over the sequence."""
+    """Repeated (prompt, policy) pairs share one prefill; tokens and log-probs equal HF generate's."""
     model, tok = two_adapter_model
     eng = HFEngine(model, tok)
     prompts = ["1+1", "23+45", "1+1", "23+45", "1+1", "7-2", "1+1"]
@@ -164,20 +163,11 @@ def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_ad
         hook.remove()
     assert shapes[0][0] == 5 and shapes[0][1] > 1  # the prefill: 7 rows, 5 distinct (prompt, policy) pairs
     assert all(s == (7, 1) for s in shapes[1:])  # then one token per row per step
-    if temperature == 0:  # greedy: the very tokens of HF generate
-        ref = _hf_reference(model, eng, reqs, temperature)
-        for o, r in zip(ours, ref):
-            assert o.completion_ids == r.completion_ids and o.finish_reason == r.finish_reason
-            torch.testing.assert_close(torch.tensor(o.logprobs), torch.tensor(r.logprobs), atol=1e-4, rtol=0)
-    else:  # sampled (by inverse CDF, not HF's multinomial): each token's log-prob is HF's full forward's
-        for o, r in zip(ours, reqs):
-            ids = torch.tensor([o.prompt_ids + o.completion_ids])
-            model.eval()
-            with torch.no_grad():
-                logits = model(input_ids=ids, adapter_names=peft_row_names([r.policy])).logits[0]
-            lp = torch.log_softmax(logits.float() / temperature, -1)[len(o.prompt_ids) - 1:-1]
-            want = lp.gather(1, torch.tensor(o.completion_ids).unsqueeze(1)).squeeze(1)
-            torch.testing.assert_close(torch.tensor(o.logprobs), want, atol=1e-4, rtol=0)
+    torch.manual_seed(5)
+    ref = _hf_reference(model, eng, reqs, temperature)
+    for o, r in zip(ours, ref):
+        assert o.completion_ids == r.completion_ids and o.finish_reason == r.finish_reason
+        torch.testing.assert_close(torch.tensor(o.logprobs), torch.tensor(r.logprobs), atol=1e-4, rtol=0)
     assert len({tuple(o.completion_ids) for o in ours}) > 2  # rows really differ
 
 

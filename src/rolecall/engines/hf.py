@@ -127,17 +127,17 @@ class HFEngine:
                 temperature: float, seeds: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample up to `budget` tokens per row: (tokens [B, T], their log-probs [B, T]).
 
-        The sampling rule is HF `generate`'s (logits / T, softmax, one draw from it per step;
-        argmax at T = 0; a finished row gets pad tokens), without its per-step machinery. The
-        log-prob recorded is that of the distribution sampled from.
+        The sampling rule is HF `generate`'s (logits / T, softmax, one multinomial draw per
+        step; argmax at T = 0; a finished row gets pad tokens), without its per-step
+        machinery. The log-prob recorded is that of the distribution sampled from.
 
-        A draw is one uniform u per row and step and the token where the row's cumulative
-        distribution first exceeds u (inverse-CDF sampling). `torch.multinomial` draws one
-        exponential per vocabulary entry instead: on SmolLM2's 49,152-token vocabulary that was a
-        third of a real-tier rollout (profiled with `benchmarks/real_precision_speed.py`'s work).
-        With `seeds` (one per row) each row's u comes from its own seeded stream instead of
-        torch's global one, so a row's tokens depend on its seed alone, however the batch is
-        split or ordered.
+        With `seeds` (one per row) each row draws from its own seeded random stream instead of
+        torch's global one: one uniform u per row and step, and the token where the row's
+        cumulative distribution first exceeds u (inverse-CDF sampling), so a row's tokens depend
+        on its seed alone, however the batch is split or ordered. One draw per row, where an
+        exponential race drew one per vocabulary entry (49,152 on SmolLM2). Unseeded rows keep
+        `torch.multinomial`, which also draws an exponential per entry (a third of a SmolLM2
+        rollout, profiled) but keeps torch's global random stream as HF `generate` uses it.
         """
         t = temperature if temperature > 0 else 1.0
         streams = None
@@ -151,10 +151,11 @@ class HFEngine:
         for step in range(budget):
             scores = logits_B.float() / t
             logp = torch.log_softmax(scores, -1)
-            if temperature > 0:
-                u_B1 = (torch.rand(scores.shape[0], 1, device=scores.device) if streams is None else
-                        torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams]))
+            if streams is not None:
+                u_B1 = torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams])
                 nxt = _inverse_cdf(torch.softmax(scores, -1), u_B1)
+            elif temperature > 0:
+                nxt = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)
             else:
                 nxt = scores.argmax(-1)
             nxt = torch.where(unfinished_B, nxt, pad)
