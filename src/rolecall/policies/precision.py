@@ -38,12 +38,7 @@ class AutoDtype:
 
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     """The CPU's feature flags (Linux `/proc/cpuinfo`); empty where they cannot be read."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
+    for line in (_cpuinfo_lines() if cpuinfo is None else cpuinfo.splitlines()):
         if line.startswith(("flags", "Features")):
             return set(line.partition(":")[2].split())
     return set()

@@ -53,8 +53,7 @@ def hold(path: Path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
-                         f"({holder(lock)}); wait for it to finish or stop it first") from None
+        raise _busy(path) from None
     except OSError as e:  # a filesystem without locks (some NFS mounts): run, but not silently unguarded
         warnings.warn(f"run directory {str(path)!r} cannot be locked ({e.strerror}): a second rolecall process "
                       "on it would not be refused", stacklevel=3)
@@ -65,6 +64,11 @@ def hold(path: Path):
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it would race a new holder)
+
+
+def _busy(path: Path) -> RunDirBusy:
+    return RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
+                      f"({holder(Path(path) / LOCK)}); wait for it to finish or stop it first")
 
 
 def holder(lock: Path) -> str:
@@ -133,8 +137,7 @@ def _refuse_if_held(path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise RunDirBusy(f"run directory {str(path)!r} is in use by another rolecall process "
-                         f"({holder(path / LOCK)}); wait for it to finish or stop it first") from None
+        raise _busy(path) from None
     except OSError:
         pass  # a filesystem without locks: `hold` warns when the run starts
     finally:
