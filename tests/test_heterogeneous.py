@@ -47,7 +47,9 @@ def second_base(tmp_path_factory):
 
 
 def _team(tiny_model_dir, second_base, here) -> dict:
-    (here / "length_reward.py").write_text("def reward(problem, answer):\n    return len(answer) % 3 / 2\n")
+    # Rewards spread by the text's characters, not its length: most 6-token answers are equally
+    # long, and a draw whose groups all scored alike would move no adapter.
+    (here / "length_reward.py").write_text("def reward(problem, answer):\n    return sum(map(ord, answer)) % 3 / 2\n")
     return {"model": {"path": str(tiny_model_dir)}, "workflow": {"name": "orch_workers"}, "task": {"n_val": 4},
             "reward": {"name": "length_reward:reward"}, "optim": {"lr": 0.05},
             "routing": {"orchestrator": "orch", "worker": "solver", "synthesizer": "synth"},

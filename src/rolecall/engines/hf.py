@@ -6,9 +6,9 @@ with a row mask; where the router cannot represent the adapters (DoRA, LoRA bias
 mixed chunk is split into one batch per policy. PEFT's own per-row `adapter_names` is not
 used: it is no faster than one batch per policy and refuses DoRA.
 
-Each distinct (prompt, policy) is prefilled once, then a plain decode loop samples with HF
-`generate`'s rule (tested token for token against it) without its per-step machinery,
-which cost ~30 % of a decode step on the embedded model. The log-prob of each sampled
+Each distinct (prompt, policy) is prefilled once, then a plain decode loop samples from HF
+`generate`'s distribution (greedy decoding tested token for token against it) without its
+per-step machinery, which cost ~30 % of a decode step on the embedded model. The log-prob of each sampled
 token is read from the very distribution it was drawn from.
 """
 from __future__ import annotations
@@ -127,17 +127,17 @@ class HFEngine:
                 temperature: float, seeds: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Sample up to `budget` tokens per row: (tokens [B, T], their log-probs [B, T]).
 
-        The sampling rule is HF `generate`'s (logits / T, softmax, one multinomial draw per
-        step; argmax at T = 0; a finished row gets pad tokens), without its per-step
-        machinery. The log-prob recorded is that of the distribution sampled from.
+        The distribution is HF `generate`'s (logits / T, softmax; argmax at T = 0; a finished row
+        gets pad tokens), without its per-step machinery, and the log-prob recorded is that of
+        the distribution sampled from. The draw is inverse-CDF: one uniform u per row and step,
+        and the token where the row's cumulative distribution first exceeds u. HF (and
+        `torch.multinomial`) race one exponential per vocabulary entry instead, 49,152 draws a
+        row on SmolLM2, which took a third of a SmolLM2 rollout (profiled): same distribution,
+        other tokens for the same seed, so greedy decoding alone matches HF token for token.
 
-        With `seeds` (one per row) each row draws from its own seeded random stream instead of
-        torch's global one: one uniform u per row and step, and the token where the row's
-        cumulative distribution first exceeds u (inverse-CDF sampling), so a row's tokens depend
-        on its seed alone, however the batch is split or ordered. One draw per row, where an
-        exponential race drew one per vocabulary entry (49,152 on SmolLM2). Unseeded rows keep
-        `torch.multinomial`, which also draws an exponential per entry (a third of a SmolLM2
-        rollout, profiled) but keeps torch's global random stream as HF `generate` uses it.
+        With `seeds` (one per row) each row draws its u from its own seeded stream instead of
+        torch's global one, so a row's tokens depend on its seed alone, however the batch is
+        split or ordered.
         """
         t = temperature if temperature > 0 else 1.0
         streams = None
@@ -151,11 +151,10 @@ class HFEngine:
         for step in range(budget):
             scores = logits_B.float() / t
             logp = torch.log_softmax(scores, -1)
-            if streams is not None:
-                u_B1 = torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams])
+            if temperature > 0:
+                u_B1 = torch.rand((scores.shape[0], 1), device=scores.device) if streams is None else \
+                    torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams])
                 nxt = _inverse_cdf(torch.softmax(scores, -1), u_B1)
-            elif temperature > 0:
-                nxt = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)
             else:
                 nxt = scores.argmax(-1)
             nxt = torch.where(unfinished_B, nxt, pad)
