@@ -38,8 +38,7 @@ def _finite_data(value: Any, path: str) -> Any:
 
 
 class _Strict(BaseModel):
-    # allow_inf_nan=False: every float field, nested ones and dict values included, refuses
-    # nan/inf (`optim.lr=inf` would otherwise pass and wreck the weights at the first step).
+    # allow_inf_nan=False: every float field, nested and dict values too, refuses nan/inf (lr=inf would wreck weights).
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
@@ -229,7 +228,8 @@ class AlgoCfg(_Strict):
                                     "is scaled by 1 - lambda * clamp(cos(g, EMA of g), 0, 1) before clipping; 0 = off.")
     coherence_beta: float = Field(0.9, ge=0, lt=1, description="EMA decay of the gradient history the coherence "
                                                                "regularizer compares against.")
-    micro_batch_tokens: PositiveInt = Field(16384, description="Most padded tokens in one forward/backward (gradient accumulation).")
+    micro_batch_tokens: PositiveInt | Literal["auto"] = Field("auto", description="Most padded tokens in one forward/"
+        "backward (gradient accumulation). auto: about 1 GiB of activations on a CPU by the model's sizes, 16,384 elsewhere.")
 
 
 class OptimCfg(_Strict):

@@ -38,6 +38,7 @@ from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
 from rolecall.algo.batch import Row, collate, micro_batches, share_of_rows
 from rolecall.algo.forward import completion_logits
+from rolecall.algo.memory import micro_batch_tokens
 from rolecall.algo.optim import PolicyOptim, build_optimizers  # noqa: F401  (re-exported for callers)
 from rolecall.algo.reference import base_logps, padded_rows
 from rolecall.algo.role_stats import RoleStats, add_grad_shares, collect, flat_grad, kl_ref_sample
@@ -127,6 +128,8 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     """
     rows_by_policy = {p: [r if r.policy == p else replace(r, policy=p) for r in rows]
                       for p, rows in rows_by_policy.items() if rows}
+    # `auto` becomes this model's token budget (see algo.memory) for every pass below.
+    algo = algo.model_copy(update={"micro_batch_tokens": micro_batch_tokens(algo.micro_batch_tokens, model)})
     policies = list(rows_by_policy)
     set_training(model, True)
     all_rows = [r for rows in rows_by_policy.values() for r in rows]

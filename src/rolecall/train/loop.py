@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rolecall.algo.memory import micro_batch_tokens
 from rolecall.errors import UserError
 from rolecall.policies.model import resolve_device
 from rolecall.policies.precision import auto_dtype
@@ -26,6 +27,7 @@ from rolecall.schema import Config
 from rolecall.train.peak import METRIC, PEAK, STOP, Peak, recall_peak
 from rolecall.train.resume import open_run_dir, restore
 from rolecall.train.session import Deadline, Launch, Ranks, RunLog
+from rolecall.train.memory import MemoryWatch, give_back
 from rolecall.train.stack import Stack, build_stack
 from rolecall.train.step import notices, train_step, validate_episodes
 
@@ -55,6 +57,8 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
         if cfg.model.dtype == "auto":  # say what `auto` chose and why, in metrics.jsonl and on the console
             say_precision(log, launch, cfg, start)
+        if cfg.algo.micro_batch_tokens == "auto":  # and what the micro-batch budget came to
+            say_micro_batches(log, launch, stack, start)
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
             load_checkpoint(ckpt, stack.models_by_adapter(), stack.optims, stack.routing.adapters)
         log.open(cfg, stack.routing, start, launch.resume)
@@ -84,6 +88,8 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
     `stop_after`; (last saved step, stopped by a request)."""
     cfg = stack.cfg
     halts = Halts(cfg)
+    watch = MemoryWatch("To hold less: a smaller algo.micro_batch_tokens (tokens per forward and backward), "
+                        "rollout.max_batch (rows decoded at once) or fewer samples per step.")
     saved_at, requested = start, False
     for step in range(start + 1, cfg.train.steps + 1):
         requested = ranks.any(launch.stop.requested)
@@ -93,7 +99,10 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
         row, episodes = train_step(stack, step)
         if threads is not None:
             row["time/threads"] = threads
+        low = watch.observe(row)
         log.emit("step", row)
+        if low is not None and ranks.lead:
+            launch.notify(low)
         log.samples(step, episodes, cfg.train.samples_per_step)
         for text in notices(stack, f"step {step}", episodes, skipped=bool(row.get("skipped/unscorable")),
                             samples_file="samples.jsonl"):
@@ -136,6 +145,15 @@ def say_precision(log: RunLog, launch: Launch, cfg: Config, step: int) -> None:
         launch.notify(f"model.dtype auto: {name}: {chosen.why}")
 
 
+def say_micro_batches(log: RunLog, launch: Launch, stack: Stack, step: int) -> None:
+    tokens = {path: micro_batch_tokens("auto", base.model) for path, base in stack.bases.items()}
+    log.note(step, "micro_batch_tokens", tokens=tokens)
+    if log.ranks.lead:
+        said = ", ".join(f"{n:,}" for n in tokens.values())
+        launch.notify(f"algo.micro_batch_tokens auto: {said} tokens per forward and backward "
+                      f"({'about 1 GiB of activations on this CPU' if stack.model.device.type == 'cpu' else 'accelerator'})")
+
+
 def val_due(cfg: Config, step: int) -> bool:
     return step == 0 or step % cfg.train.val_every == 0 or step == cfg.train.steps
 
@@ -147,6 +165,7 @@ def validation(stack: Stack, log: RunLog, share: CpuShare | None, step: int, pea
         share.apply()
     log.phase(step, f"validating ({len(stack.val_P)} problems)")
     metrics, episodes = validate_episodes(stack)
+    give_back()
     for text in notices(stack, f"validation at step {step}", episodes, validation=True, samples_file="val_samples.jsonl"):
         if notify is not None:  # before the accuracy line they explain
             notify(text)

@@ -22,6 +22,7 @@ from rolecall.policies.routing import BASE_POLICY
 from rolecall.rewards.verifier import as_check
 from rolecall.rollout import rollout
 from rolecall.rundir.guards import nonfinite_counts
+from rolecall.train.memory import give_back
 from rolecall.train.stack import Stack
 from rolecall.types import Episode, Problem
 
@@ -153,6 +154,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     problems = problems_for_step(stack.train_P, cfg.rollout.problems_per_step, cfg.train.seed, step)
     episodes, statuses = play(stack, problems, cfg.rollout.group_size, stack.routing.routes,
                               seed=cfg.train.seed * 1_000_003 + step, training=True)
+    give_back()  # the rollout's freed heap, before the update allocates its own (train.memory)
     t_roll = time.time()
     row: dict = {"step": step}
     row.update(statuses)
@@ -188,6 +190,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
             for role, m in per_role.items():
                 row.update({f"role/{role}/{k}": v for k, v in m.items() if k != "tokens"})
     row.update(nonfinite_counts(episodes, policy_metrics))
+    give_back()
     row["time/rollout_s"] = t_roll - t0
     row["time/step_s"] = time.time() - t0
     return row, episodes

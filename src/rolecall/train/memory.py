@@ -1,0 +1,92 @@
+"""The run's memory: what it holds, what the machine has left, a warning before the OOM killer.
+
+Every step row gets `mem/rss_gb` (resident now), `mem/peak_gb` (the process's peak so far)
+and `mem/available_gb` (what the machine has left), so each result carries its memory.
+When the machine's available memory falls below `LOW_SHARE` of its total (or `LOW_FLOOR`),
+the run says so once, with what to lower, before a larger step gets it killed.
+
+Between the rollout and the update the process hands its freed heap back to the system
+(`give_back`, glibc's `malloc_trim`): without it the update's freed activations stayed
+resident through the next rollout and the two phases' peaks stacked (2.0 GB held after a
+SmolLM2 update, 0.9 GB after the trim).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import resource
+import sys
+
+LOW_SHARE = 0.10
+LOW_FLOOR = 1 << 30
+
+
+def _kib_fields(path: str, names: tuple[str, ...]) -> dict[str, int]:
+    """`Name:   123 kB` lines of a /proc file, in bytes; {} where it cannot be read."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        key, _, rest = line.partition(":")
+        if key in names and rest.split():
+            out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def resident() -> tuple[int | None, int]:
+    """(bytes resident now or None, the process's peak resident bytes)."""
+    s = _kib_fields("/proc/self/status", ("VmRSS", "VmHWM"))
+    peak = s.get("VmHWM")
+    if peak is None:  # ru_maxrss: KiB on Linux, bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    return s.get("VmRSS"), peak
+
+
+def machine() -> tuple[int, int] | None:
+    """(total, available) bytes of the machine's memory, or None where /proc/meminfo is missing."""
+    m = _kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable"))
+    return (m["MemTotal"], m["MemAvailable"]) if len(m) == 2 else None
+
+
+@functools.cache
+def _malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+def give_back() -> None:
+    """Return the heap's free pages to the system (glibc; elsewhere nothing)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+class MemoryWatch:
+    """Adds the memory figures to each step row; one warning when the machine runs low."""
+
+    def __init__(self, hint: str = "") -> None:
+        self.hint = hint
+        self.warned = False
+
+    def observe(self, row: dict) -> str | None:
+        rss, peak = resident()
+        if rss is not None:
+            row["mem/rss_gb"] = round(rss / 1e9, 3)
+        row["mem/peak_gb"] = round(peak / 1e9, 3)
+        have = machine()
+        if have is None:
+            return None
+        total, available = have
+        row["mem/available_gb"] = round(available / 1e9, 3)
+        if self.warned or available >= max(LOW_FLOOR, LOW_SHARE * total):
+            return None
+        self.warned = True
+        return (f"warning: memory: this run peaked at {peak / 1e9:.1f} GB and the machine has "
+                f"{available / 1e9:.1f} GB of {total / 1e9:.1f} GB left; a larger step may be killed by the "
+                f"kernel's OOM killer. {self.hint}".rstrip())
