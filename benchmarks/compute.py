@@ -257,13 +257,14 @@ def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8
         from transformers import DynamicCache
 
         from rolecall.policies.lora_router import router_for
+        from rolecall.policies.model import last_position
 
         with router_for(model).policy("agg"), (nullcontext() if transformers_cache else folded_decode(model)):
             # the engine's cache and decode attention, or transformers' own
             cache = DynamicCache(config=model.config) if transformers_cache else buffer_cache(model.config, P + C)
             first = input_ids[::samples] if share_prompts else input_ids
             out = model(input_ids=first, attention_mask=attn[: len(first)], past_key_values=cache, use_cache=True,
-                        logits_to_keep=1)
+                        logits_to_keep=last_position(first.shape[1], first.device))  # as the engine does
             logits = out.logits[:, -1:]
             if share_prompts:
                 index = torch.arange(B) // samples

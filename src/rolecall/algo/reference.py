@@ -8,7 +8,7 @@ from rolecall.loss import token_logprobs
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.routing import BASE_POLICY
 from rolecall.algo.batch import Row, collate, micro_batches
-from rolecall.algo.forward import completion_logits
+from rolecall.algo.forward import completion_logit_parts, over_parts
 
 
 def base_logps(model, rows: list[Row], pad_id: int, temperature: float, max_tokens: int) -> dict[int, torch.Tensor]:
@@ -18,7 +18,9 @@ def base_logps(model, rows: list[Row], pad_id: int, temperature: float, max_toke
     with torch.inference_mode(), router_for(model).policy(BASE_POLICY):
         for mb in micro_batches(rows, max_tokens):
             b = collate(mb, pad_id, model.device)
-            for r, x in zip(mb, token_logprobs(completion_logits(model, b), b["targets"], temperature)):
+            logp = over_parts(completion_logit_parts(model, b), b["targets"],
+                              lambda z, t: token_logprobs(z, t, temperature))
+            for r, x in zip(mb, logp):
                 out[id(r)] = x[: r.n_completion]
     return out
 

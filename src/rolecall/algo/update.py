@@ -37,7 +37,7 @@ from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_pe
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
 from rolecall.algo.batch import Row, collate, micro_batches, share_of_rows
-from rolecall.algo.forward import completion_logits
+from rolecall.algo.forward import completion_logit_parts, over_parts
 from rolecall.algo.memory import micro_batch_tokens
 from rolecall.algo.optim import PolicyOptim, build_optimizers  # noqa: F401  (re-exported for callers)
 from rolecall.algo.reference import base_logps, padded_rows
@@ -80,8 +80,8 @@ def _forward(model, batch: dict, temperature: float, route=None, *, entropy_grad
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and entropies of the batch's completion tokens; the entropy carries a gradient
     only where the loss has an entropy bonus (`entropy_grad`)."""
-    return token_logprobs_and_entropy(completion_logits(model, batch, route), batch["targets"], temperature,
-                                      entropy_grad=entropy_grad)
+    return over_parts(completion_logit_parts(model, batch, route), batch["targets"],
+                      lambda z, t: token_logprobs_and_entropy(z, t, temperature, entropy_grad=entropy_grad))
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 from rolecall.engines.base import DEFAULT_MAX_BATCH, GenOutput, GenRequest
 from rolecall.engines.decode_kv import buffer_cache, folded_decode
 from rolecall.policies.lora_router import router_for
-from rolecall.policies.model import set_training
+from rolecall.policies.model import last_position, set_training
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -117,7 +117,8 @@ class HFEngine:
         if route is not None:
             route([policies_B[i] for i in rep_U])
         out = self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
-                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+                             past_key_values=cache, use_cache=True,
+                             logits_to_keep=last_position(ids_U.shape[1], ids_U.device))
         slot_B = torch.tensor([slot[k] for k in keys], device=input_ids_B.device)
         if len(rep_U) < len(keys):
             cache.reorder_cache(slot_B)
