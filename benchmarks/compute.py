@@ -69,16 +69,18 @@ def _time(fn, repeats: int) -> float:
     return median(ts)
 
 
-def matmul_limit(shape: Shape, tokens: int = 4096, repeats: int = 5) -> dict:
-    """fp32 GEMM FLOP/s at the model's shapes: each linear layer forward ([T, in] x [in, out]) and
-    its input-gradient ([T, out] x [out, in]), FLOP-weighted; and a 2048^3 square for reference."""
+def matmul_limit(shape: Shape, tokens: int = 4096, repeats: int = 5, dtype: str = "float32") -> dict:
+    """GEMM FLOP/s in `dtype` (the one training computes in) at the model's shapes: each linear
+    layer forward ([T, in] x [in, out]) and its input-gradient ([T, out] x [out, in]),
+    FLOP-weighted; and a 2048^3 square for reference."""
     flops, seconds = 0.0, 0.0
+    dt = getattr(torch, dtype)
     for i, o in shape.linears():
         for a, b in ((i, o), (o, i)):
-            x, w = torch.randn(tokens, a), torch.randn(a, b)
+            x, w = torch.randn(tokens, a, dtype=dt), torch.randn(a, b, dtype=dt)
             seconds += _time(lambda: x @ w, repeats)
             flops += 2 * tokens * a * b
-    sq = torch.randn(2048, 2048)
+    sq = torch.randn(2048, 2048, dtype=dt)
     square = 2 * 2048 ** 3 / _time(lambda: sq @ sq, repeats)
     return {"model_shapes_gflops": round(flops / seconds / 1e9, 1), "square_2048_gflops": round(square / 1e9, 1),
             "tokens_per_gemm": tokens}
@@ -139,13 +141,13 @@ def stack_update(overrides: dict, prompts: int, samples: int, P: int, C: int):
 
 
 def train_phase(model_dir: Path, shape: Shape, prompts: int = 4, samples: int = 8, P: int = 800, C: int = 256,
-                repeats: int = 3, profile: bool = True, *, limit) -> dict:
+                repeats: int = 3, profile: bool = True, *, limit, dtype: str = "float32") -> dict:
     """Seconds of one update (median of `repeats` after a warm-up). `limit` (a function giving
     the matmul limit in GFLOP/s) is measured before every timed repeat and
     after the last, and each repeat's MFU is taken against the mean of the two around it:
     this VM's matmul rate drifts by a third within minutes, so one limit for the whole run
     would not describe the minute a repeat ran in."""
-    run, stack = stack_update({"model": {"path": str(model_dir)},
+    run, stack = stack_update({"model": {"path": str(model_dir), "dtype": dtype},
                                "lora": {"r": shape.lora_r, "alpha": 2 * shape.lora_r}, "train": {"threads": 2}},
                               prompts, samples, P, C)
     flops = flops_train(shape, prompts, samples, P, C)
@@ -217,13 +219,13 @@ def exact_prompt(engine, tok, P: int, rng: random.Random, alphabet: str = "01234
 
 @torch.no_grad()
 def generation(model_dir: Path, shape: Shape, prompts: int = 2, samples: int = 8, P: int = 800, C: int = 256,
-               repeats: int = 2) -> dict:
+               repeats: int = 2, dtype: str = "float32") -> dict:
     from rolecall.engines.base import GenRequest
     from rolecall.engines.decode_kv import buffer_cache, folded_decode
     from rolecall.engines.hf import HFEngine
     from rolecall.policies.model import attach_adapters, load_base
 
-    model, tok = load_base(str(model_dir))
+    model, tok = load_base(str(model_dir), dtype)
     adapters = ["agg", "gen1", "gen2"]
     model = attach_adapters(model, adapters, r=shape.lora_r, alpha=2 * shape.lora_r, dropout=0.0,
                             target_modules="all-linear")
@@ -313,6 +315,7 @@ def update_setup(model_dir: Path, shape: Shape, completion: int, policies: int, 
     router. Returns the update as a function of no arguments, its rows and its micro-batch budget."""
     from rolecall.config import AlgoCfg, OptimCfg
     from rolecall.policies.model import adapter_params, attach_adapters, load_base
+    from rolecall.algo.memory import micro_batch_tokens as resolved_micro_batch_tokens
     from rolecall.algo.optim import build_optimizers
     from rolecall.algo.update import update_policies
 
@@ -332,14 +335,14 @@ def update_setup(model_dir: Path, shape: Shape, completion: int, policies: int, 
         r.policy = names[(i // samples) % policies]
         by_policy[r.policy].append(r)
     rng = random.Random(0)
-    # the default micro-batch budget (16,384 padded tokens) is what a run gets
+    # the default micro-batch budget (`auto`: about 1 GiB of activations on a CPU) is what a run gets
     algo = AlgoCfg() if micro_batch_tokens is None else AlgoCfg(micro_batch_tokens=micro_batch_tokens)
 
     def run():
         update_policies(model, by_policy, optims, algo, OptimCfg(), pad_id=tok.pad_token_id, temperature=0.7,
                         rng=rng, mini_batch_rows=None, kl_ref=False, grad_shares=False)
 
-    return run, rows, algo.micro_batch_tokens
+    return run, rows, resolved_micro_batch_tokens(algo.micro_batch_tokens, model)
 
 
 def scaling_point(model_dir: Path, shape: Shape, completion: int, policies: int, prompts: int = 6,

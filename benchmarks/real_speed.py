@@ -12,7 +12,8 @@ linear layer (the real tier's adapters), the same two things as `compute.py`:
 1. Training: `update_policies` (what a training step runs) on `--prompts` x `--samples` rows
    of `--prompt-tokens` + `--completion-tokens` tokens, one adapter, one mini-batch. Model-FLOP
    utilization = the FLOPs the work needs (`compute.flops_train`) / time / the matmul limit at
-   SmolLM2's own GEMM shapes, the limit sampled before and after every timed repeat: each
+   SmolLM2's own GEMM shapes in the dtype training computes in (`--dtype`, by default what
+   `model.dtype: auto` picks: bfloat16 on a CPU with native bf16), the limit sampled before and after every timed repeat: each
    repeat is divided by the mean of the two samples around it, and the result gives the
    median and the range of the repeats, with the limit's median and range.
 2. Generation: the HF engine against a bare decode loop (prefill each distinct prompt once,
@@ -68,33 +69,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="Timed repeats of each measure.")
     ap.add_argument("--lora-r", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--dtype", default="auto", help="What training computes in: auto (what `model.dtype: auto` "
+                                                    "picks on this machine), float32 or bfloat16.")
     ap.add_argument("--out", type=Path, default=RESULT)
     args = ap.parse_args(argv)
     from rolecall.policies.model import resolve_model_dir
 
     torch.set_num_threads(2)
+    from rolecall.policies.precision import auto_dtype
+
+    dtype = str(auto_dtype(torch.device("cpu")).dtype).removeprefix("torch.") if args.dtype == "auto" else args.dtype
     model_dir = resolve_model_dir(args.model)
     shape = shape_of(model_dir, args.lora_r)
     prov = provenance(model_dir)
     limits: list[float] = []
 
     def rate() -> float:  # every sample is kept: the limit's spread is part of the result
-        limits.append(matmul_limit(shape, tokens=2048, repeats=3)["model_shapes_gflops"])
+        limits.append(matmul_limit(shape, tokens=2048, repeats=3, dtype=dtype)["model_shapes_gflops"])
         return limits[-1]
 
     P, C = args.prompt_tokens, args.completion_tokens
     t0 = time.time()
     train = train_phase(model_dir, shape, prompts=args.prompts, samples=args.samples, P=P, C=C,
-                        repeats=args.repeats, profile=not args.no_profile, limit=rate)
+                        repeats=args.repeats, profile=not args.no_profile, limit=rate, dtype=dtype)
     train["mfu_spread"] = spread(train["mfu_each"])
     print(f"training phase: {({k: v for k, v in train.items() if k != 'profile'})}", flush=True)
     before = rate()
-    gen = generation(model_dir, shape, prompts=args.prompts, samples=args.samples, P=P, C=C, repeats=args.repeats)
+    gen = generation(model_dir, shape, prompts=args.prompts, samples=args.samples, P=P, C=C, repeats=args.repeats,
+                     dtype=dtype)
     around = (before + rate()) / 2
     gen.update(limit_gflops_around=round(around, 1), prefill_mfu=round(gen["prefill_gflops"] / around, 3),
                decode_mfu=round(gen["decode_gflops"] / around, 3))
     print(f"generation: {gen}", flush=True)
-    entry = {"model": args.model, "shape": shape.__dict__, "lora_r": args.lora_r,
+    entry = {"model": args.model, "dtype": dtype, "shape": shape.__dict__, "lora_r": args.lora_r,
              "matmul_limit_gflops": spread(limits), "training_phase": train, "generation": gen,
              "goals": {"generation_vs_bare_loop": {"goal": 0.8, "measured": gen["engine_vs_bare"]},
                        "training_mfu": {"goal": 0.6, "measured": train["mfu"],

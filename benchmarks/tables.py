@@ -376,14 +376,14 @@ def claims_deliberation() -> str:
 def real_speed() -> str:
     """The CPU fast paths on SmolLM2 (benchmarks/real_speed.py): every entry, oldest first."""
     runs = _load("real_speed.json")["runs"]
-    rows = ["| measured | training phase: MFU, median (repeats) | generation ÷ bare decode loop "
-            "| engine cache and attention ÷ transformers' | 3 adapters mixed ÷ one | matmul rate, GFLOP/s |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| measured | dtype | training phase: MFU, median (repeats) | generation ÷ bare decode loop "
+            "| engine cache and attention ÷ transformers' | 3 adapters mixed ÷ one | matmul rate in that dtype, GFLOP/s |",
+            "|---|---|---|---|---|---|---|"]
     for e in runs:
         t, g, lim = e["training_phase"], e["generation"], e["matmul_limit_gflops"]
         m = t["mfu_spread"]
         rows.append(f"| {e['date'][:10]}, {str(e['commit'])[:7]}{' (dirty)' if e.get('dirty') else ''} "
-                    f"| {m['median']:.2f} ({m['min']:.2f}–{m['max']:.2f}; {t['seconds']} s) "
+                    f"| {e.get('dtype', 'float32')} | {m['median']:.2f} ({m['min']:.2f}–{m['max']:.2f}; {t['seconds']} s) "
                     f"| {g['engine_vs_bare']:.2f} | {g['cache_and_attention_gain']:.2f} | {g['mixed_adapter_ratio']:.2f} "
                     f"| {lim['median']:.0f} ({lim['min']:.0f}–{lim['max']:.0f}) |")
     e = runs[-1]
@@ -392,8 +392,8 @@ def real_speed() -> str:
         f"Goals: training MFU ≥ 0.6, generation ≥ 0.8 of the bare loop. SmolLM2-135M-Instruct (weights "
         f"{e['model_sha256'][:16]}…), LoRA r {e['lora_r']} on every linear layer, 2 threads. Training: "
         f"{t['prompts']} prompts × {t['samples']} samples of {t['prompt_tokens']} + {t['completion_tokens']} tokens "
-        f"({t['tflops_needed']} TFLOP), each repeat divided by the matmul rate at the model's GEMM shapes sampled "
-        f"just before and after it. Generation: {g['rows']} rows, {g['prompt_tokens']}-token prompts, "
+        f"({t['tflops_needed']} TFLOP), each repeat divided by the matmul rate at the model's GEMM shapes, in the "
+        f"dtype the entry trained in, sampled just before and after it (entries before the dtype column: float32). Generation: {g['rows']} rows, {g['prompt_tokens']}-token prompts, "
         f"{g['completion_tokens']} tokens each. torch {e['versions']['torch']}, transformers "
         f"{e['versions']['transformers']}; every entry is in `benchmarks/results/real_speed.json`.")]
     return "\n".join(rows) + "\n"
@@ -430,7 +430,78 @@ def real_peers() -> str:
     return "\n".join(rows) + "\n"
 
 
+def real_precision_speed() -> str:
+    """The single-agent step in bf16 against fp32, side by side (benchmarks/real_precision_speed.py)."""
+    doc = _load("real_precision_speed.json")
+    med, ratio, w = doc["median"], doc["ratio_bf16_over_fp32"], doc["work"]
+    chi = [x["chi2_token"] for x in doc["steps"]["bfloat16"]]
+    rate = {a: f"{min(v) / 1000:.2f}–{max(v) / 1000:.2f}" for a, v in doc["matmul_gflops"].items()}
+    rows = ["| dtype | step, s | rollout, s | update, s | sampling/trainer χ² per token | matmul at the MLP shape, TFLOP/s |",
+            "|---|---|---|---|---|---|"]
+    for arm in ("float32", "bfloat16"):
+        c = [x["chi2_token"] for x in doc["steps"][arm]]
+        rows.append(f"| {arm} | {med[arm]['step_s']} | {med[arm]['rollout_s']} | {med[arm]['update_s']} "
+                    f"| {min(c):.1e} to {max(c):.1e} | {rate[arm]} |")
+    rows.append(f"| **bf16 ÷ fp32** | **{ratio['step_s']:.3f}** | {ratio['rollout_s']:.3f} | {ratio['update_s']:.3f} "
+                f"| | |")
+    load = ", ".join(f"{x:.1f}" for x in doc["loadavg"])
+    rows += ["", _note(
+        f"Goal: the bf16 step ≤ 0.55 of the fp32 step (stretch 0.5). Work: `{w['config']}` at {w['prompts']} "
+        f"problems × {w['samples']} samples × {w['max_new_tokens']} tokens, `ignore_eos`, {w['threads']} threads, "
+        f"medians of {w['rounds']} alternating rounds, both dtypes at the defaults (`algo.micro_batch_tokens: auto`); "
+        f"the matmul rate in each dtype measured in the same run (load average {load}). bf16's χ² spans "
+        f"{min(chi):.4f} to {max(chi):.4f}. {_provenance_note(doc, 'real_precision_speed.json')}")]
+    return "\n".join(rows) + "\n"
+
+
+def _interval(d: dict) -> str:
+    ci = d.get("ci95")
+    return f"{d['mean']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else f"{d['mean']:+.3f} (one pair)"
+
+
+def real_precision() -> str:
+    """Learning in bf16 against fp32 over seeds (benchmarks/real_precision.py)."""
+    doc = _load("real_precision.json")
+    rows = ["| config | steps | seeds | base bf16 / fp32 | best bf16 / fp32 | final bf16 / fp32 "
+            "| best, bf16 − fp32 (95 % CI) | final, bf16 − fp32 (95 % CI) | minutes bf16 / fp32 | peak RSS GB bf16 / fp32 |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for config, s in doc["summary"].items():
+        m = s["mean"]
+        steps = next(r["steps"] for r in doc["runs"] if r["config"] == config)
+        pair = lambda k: f"{m['bfloat16'][k]:.2f} / {m['float32'][k]:.2f}"  # noqa: E731
+        rows.append(f"| `configs/real/smollm2-{config}.yaml` | {steps} | {len(s['seeds'])} | {pair('base')} "
+                    f"| {pair('best')} | {pair('final')} | {_interval(s['best_bf16_minus_fp32'])} "
+                    f"| {_interval(s['final_bf16_minus_fp32'])} | {m['bfloat16']['wall_min']:.1f} / "
+                    f"{m['float32']['wall_min']:.1f} | {s['peak_rss_gb']['bfloat16']:.2f} / {s['peak_rss_gb']['float32']:.2f} |")
+    commits = sorted({r["commit"][:7] for r in doc["runs"]})
+    rows += ["", _note(
+        "Each seed trains the config twice, bf16 then fp32, at the same steps with no early stop; accuracy on "
+        "the same 100 validation problems every 5 steps (one seed's accuracy has a 95 % interval of about ±9 "
+        "points). Means over seeds; the differences are paired by seed, with a t interval. Minutes are wall "
+        f"time on 2 cores shared with other measurements (read the wall ratio with that). Commit "
+        f"{', '.join(commits)}; {_provenance_note(doc, 'real_precision.json')}")]
+    return "\n".join(rows) + "\n"
+
+
+def real_memory() -> str:
+    """Peak resident memory of real-tier runs (benchmarks/real_memory.py)."""
+    doc = _load("real_memory.json")
+    rows = ["| run | dtype | micro-batch tokens (auto) | peak RSS, GB | bound, GB |", "|---|---|---|---|---|"]
+    for c in doc["cells"]:
+        tokens = ", ".join(f"{t:,}" for t in (c["micro_batch_tokens"] or {}).values()) or "—"
+        rows.append(f"| {c['cell']} | {c['dtype']} | {tokens} | **{c['peak_rss_gb']:.2f}** "
+                    f"| {c['bound_gb']} {'✓' if c['within'] else '✗'} |")
+    rows += ["", _note(
+        f"`rolecall train` on each shipped real config in its own process for {doc['work']['steps']} steps with "
+        f"validations at step 0 and the last ({doc['work']['validation']}); the peak is the process's own "
+        f"(`ru_maxrss`), so it counts validation and checkpoints too. Single at 8 problems × 8 samples; voting-IP "
+        f"at its own 4 × 4. leg_counting's questions are 2.4× chain_sum's prompts (64 tokens on average against 27). "
+        f"{_provenance_note(doc, 'real_memory.json')}")]
+    return "\n".join(rows) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
+    "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
     "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}

@@ -96,3 +96,32 @@ def test_a_bf16_base_runs_its_float32_adapters_in_bf16_and_sees_every_update(tin
     with router.policy("p"):
         model(input_ids=ids).logits.float().sum().backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in lora)
+
+
+def test_the_real_optimizer_step_reaches_the_bf16_sampler(tiny_model_dir):
+    """The fused AdamW kernel writes weights in place without moving their `_version`, on which the
+    bf16 cast of an adapter is cached: the optimizer step the trainer really takes (`_apply`) must
+    still reach the no-grad forward that sampling runs, exactly as a fresh cast would."""
+    from rolecall.algo.optim import build_optimizers
+    from rolecall.algo.update import _apply
+    from rolecall.config import OptimCfg
+    from rolecall.policies.lora_router import router_for
+    from rolecall.policies.model import attach_adapters, load_model
+
+    model = attach_adapters(load_model(str(tiny_model_dir), "bfloat16"), ["p"], r=4, alpha=8, dropout=0.0,
+                            target_modules="all-linear")
+    popt = build_optimizers(model, ("p",), OptimCfg(lr=0.05, warmup_steps=0))["p"]
+    assert any(g.get("fused") for g in popt.optimizer.param_groups)  # the kernel the runs use
+    ids = torch.tensor([[5, 6, 7, 8]])
+    router = router_for(model)
+    with router.policy("p"):
+        with torch.no_grad():
+            before = model(input_ids=ids).logits  # caches the bf16 cast of the untrained adapter
+        model(input_ids=ids).logits.float().pow(2).mean().backward()
+        assert _apply(popt, 0.5)
+        with torch.no_grad():
+            after = model(input_ids=ids).logits
+            router.__dict__.pop("_half", None)  # a fresh cast of the stepped weights
+            fresh = model(input_ids=ids).logits
+    assert torch.equal(after, fresh), "sampling used a stale bf16 copy of the adapter after the optimizer step"
+    assert not torch.equal(before, after)

@@ -330,6 +330,12 @@ def _apply(popt: PolicyOptim, progress: float) -> bool:
     saved = _save(popt) if lr * (1.0 + decay) > 1.0 else None
     popt.schedule.set(progress)
     popt.optimizer.step()
+    for p in popt.params:
+        # The fused AdamW kernel writes the weights in place without moving their `_version`, on
+        # which the LoRA router keys its bf16 copies of float32 adapters: without this, bf16
+        # rollouts kept sampling from the adapters first cast (the untrained ones) while
+        # training went on, and validation stayed at the base model's accuracy.
+        torch.autograd.graph.increment_version(p)
     if saved is None or all(bool(torch.isfinite(p).all()) for p in popt.params):
         return True
     _restore(popt, saved)
