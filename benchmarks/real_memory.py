@@ -13,7 +13,8 @@ chain_sum's 27; voting's aggregator reads them with three answers). gsm_symbolic
 problems, longer still, cannot be used: reasoning-gym puts a Fraction in their entries, which
 rolecall refuses as not JSON data. The peak is the child process's own
 (`ru_maxrss` from `wait4`), so it counts everything the run ever held, validation and
-checkpoints included; the run's `mem/peak_gb` rows and the micro-batch budget `auto` chose
+checkpoints included; beside it, the peak of the trainer and its reward worker processes
+together, sampled twice a second; the run's `mem/peak_gb` rows and the micro-batch budget `auto` chose
 are kept beside it.
 
 Writes benchmarks/results/real_memory.json with provenance. Memory, unlike time, does not
@@ -28,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +53,27 @@ CELLS = {  # name: (config, overrides, the acceptance bound in GB)
 }
 
 
+def tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and every process below it (its reward workers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            total += int((Path(f"/proc/{p}/statm").read_text().split()[1])) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def run_cell(config: str, overrides: list[str], dtype: str, steps: int, out: Path) -> dict:
     """Train one cell in a child process; its peak RSS (wait4) and what its metrics say."""
     cmd = [sys.executable, "-m", "rolecall", "train", str(HERE.parent / "configs" / "real" / f"smollm2-{config}.yaml"),
@@ -60,6 +83,15 @@ def run_cell(config: str, overrides: list[str], dtype: str, steps: int, out: Pat
     proc = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     previous = signal.signal(signal.SIGTERM, lambda *a: proc.terminate())
+    tree = [0]  # the trainer and its reward workers together, sampled twice a second
+
+    def watch() -> None:
+        while proc.poll() is None:
+            tree[0] = max(tree[0], tree_rss(proc.pid))
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         _, status, usage = os.wait4(proc.pid, 0)
     finally:
@@ -70,7 +102,7 @@ def run_cell(config: str, overrides: list[str], dtype: str, steps: int, out: Pat
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps_rows = [r for r in rows if "mem/peak_gb" in r]
     budget = next((r.get("tokens") for r in rows if r.get("event") == "micro_batch_tokens"), None)
-    return {"peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 3),
+    return {"peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 3), "peak_with_workers_gb": round(tree[0] / 1e9, 3),
             "metrics_peak_gb": max((r["mem/peak_gb"] for r in steps_rows), default=None),
             "rss_after_each_step_gb": [r.get("mem/rss_gb") for r in steps_rows],
             "micro_batch_tokens": budget, "minutes": round((time.time() - t0) / 60, 2),

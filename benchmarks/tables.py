@@ -231,9 +231,10 @@ def compute_notes() -> str:
             f"{ipsp['ip_sp_cost_ratio']:.2f}× a Shared-Policy one per trained token (goal ≤ 1.05; {len(pairs)} "
             f"alternating step pairs, each pair {min(pairs):.2f}–{max(pairs):.2f}). For "
             f"{default['completion_tokens']:,}-token completions, peak memory follows `algo.micro_batch_tokens`: "
-            f"{default['peak_rss_mb'] / 1024:.1f} GiB at the default ({default['micro_batch_tokens']:,}) and "
+            f"{default['peak_rss_mb'] / 1024:.1f} GiB at the default then ({default['micro_batch_tokens']:,}) and "
             f"{small['peak_rss_mb'] / 1024:.1f} GiB at {small['micro_batch_tokens']:,}, in "
-            f"{default['seconds']:.0f} s and {small['seconds']:.0f} s. Details and profiles: `benchmarks/README.md`.")
+            f"{default['seconds']:.0f} s and {small['seconds']:.0f} s: the reason the default is now `auto`, about "
+            f"1 GiB of activations on a CPU. Details and profiles: `benchmarks/README.md`.")
     return _note(text) + "\n"
 
 
@@ -486,15 +487,17 @@ def real_precision() -> str:
 def real_memory() -> str:
     """Peak resident memory of real-tier runs (benchmarks/real_memory.py)."""
     doc = _load("real_memory.json")
-    rows = ["| run | dtype | micro-batch tokens (auto) | peak RSS, GB | bound, GB |", "|---|---|---|---|---|"]
+    rows = ["| run | dtype | micro-batch tokens (auto) | peak RSS, GB | with the reward workers, GB | bound, GB |",
+            "|---|---|---|---|---|---|"]
     for c in doc["cells"]:
         tokens = ", ".join(f"{t:,}" for t in (c["micro_batch_tokens"] or {}).values()) or "—"
         rows.append(f"| {c['cell']} | {c['dtype']} | {tokens} | **{c['peak_rss_gb']:.2f}** "
-                    f"| {c['bound_gb']} {'✓' if c['within'] else '✗'} |")
+                    f"| {c['peak_with_workers_gb']:.2f} | {c['bound_gb']} {'✓' if c['within'] else '✗'} |")
     rows += ["", _note(
         f"`rolecall train` on each shipped real config in its own process for {doc['work']['steps']} steps with "
         f"validations at step 0 and the last ({doc['work']['validation']}); the peak is the process's own "
-        f"(`ru_maxrss`), so it counts validation and checkpoints too. Single at 8 problems × 8 samples; voting-IP "
+        f"(`ru_maxrss`), so it counts validation and checkpoints too; the reward workers (reasoning-gym's "
+        f"scorer runs in processes of its own) are added in the next column, sampled twice a second. Single at 8 problems × 8 samples; voting-IP "
         f"at its own 4 × 4. leg_counting's questions are 2.4× chain_sum's prompts (64 tokens on average against 27). "
         f"{_provenance_note(doc, 'real_memory.json')}")]
     return "\n".join(rows) + "\n"
