@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "within": r["peak_rss_gb"] <= bound, **r})
                 print(f"{dtype:<8} {name:<28} peak {r['peak_rss_gb']:.2f} GB (bound {bound}) "
                       f"micro-batch {r['micro_batch_tokens']} in {r['minutes']:.1f} min", flush=True)
+                # written after every cell, so a stopped driver keeps what it measured
+                write_result(args.out, doc, model_dir=resolve_model_dir("smollm2-135m"),
+                             history=Path(tmp) / "history")
     write_result(args.out, doc, model_dir=resolve_model_dir("smollm2-135m"))
     print(f"wrote {args.out}")
     return 0

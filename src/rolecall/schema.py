@@ -1,8 +1,7 @@
 """The typed run configuration: every section and field, its type, default and meaning.
 
-Field-level checks and the cross-field checks that need nothing but the config itself live here;
-checks against what is installed (the workflow's roles, the task's verifier, the estimator, the
-trainer) are the composition root's (`rolecall.compose.checks`), run by `rolecall.config.validate_config`.
+Field-level and cross-field checks that need only the config live here; checks against what is installed
+(roles, verifier, estimator, trainer) are `rolecall.compose.checks`', run by `rolecall.config.validate_config`.
 """
 from __future__ import annotations
 
@@ -83,7 +82,8 @@ class ModelCfg(_Strict):
                                               "after `rolecall get-model smollm2-135m`), a `.gguf` file (converted once, "
                                               "cached by content) or a local HF checkpoint directory.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "float32", description="Weights dtype; auto = bfloat16 on a GPU that supports it, else float32.")
+        "float32", description="Weights dtype; auto = bfloat16 where the hardware computes it natively and a probe "
+                               "finds it faster (a bf16 GPU; a CPU with avx512_bf16 or AMX), else float32.")
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="auto | cpu | cuda | cuda:N.")
     enable_thinking: bool = Field(False, description="Passed to the chat template (Qwen3 thinking; the paper disables it).")
     chat_template: str | None = Field(None, description="Path to a Jinja chat template replacing the checkpoint's own.")
