@@ -101,7 +101,8 @@ def run_cell(config: str, overrides: list[str], dtype: str, steps: int, out: Pat
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps_rows = [r for r in rows if "mem/peak_gb" in r]
-    budget = next((r.get("tokens") for r in rows if r.get("event") == "micro_batch_tokens"), None)
+    budget = next((r["mem/micro_batch_tokens"] for r in steps_rows if "mem/micro_batch_tokens" in r),
+                  next((r.get("tokens") for r in rows if r.get("event") == "micro_batch_tokens"), None))
     return {"peak_rss_gb": round(usage.ru_maxrss * 1024 / 1e9, 3), "peak_with_workers_gb": round(tree[0] / 1e9, 3),
             "metrics_peak_gb": max((r["mem/peak_gb"] for r in steps_rows), default=None),
             "rss_after_each_step_gb": [r.get("mem/rss_gb") for r in steps_rows],

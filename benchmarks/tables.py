@@ -490,7 +490,9 @@ def real_memory() -> str:
     rows = ["| run | dtype | micro-batch tokens (auto) | peak RSS, GB | with the reward workers, GB | bound, GB |",
             "|---|---|---|---|---|---|"]
     for c in doc["cells"]:
-        tokens = ", ".join(f"{t:,}" for t in (c["micro_batch_tokens"] or {}).values()) or "—"
+        budget = c["micro_batch_tokens"]  # a number, or {base: number} as recorded before 2026-11-28 16:00
+        tokens = (", ".join(f"{t:,}" for t in budget.values()) if isinstance(budget, dict) else f"{budget:,}") \
+            if budget else "—"
         rows.append(f"| {c['cell']} | {c['dtype']} | {tokens} | **{c['peak_rss_gb']:.2f}** "
                     f"| {c['peak_with_workers_gb']:.2f} | {c['bound_gb']} {'✓' if c['within'] else '✗'} |")
     rows += ["", _note(

@@ -193,3 +193,20 @@ def test_inverse_cdf_sampling_follows_the_distribution_and_never_picks_an_imposs
     drawn = _inverse_cdf(p.repeat(n, 1), torch.rand(n, 1, generator=gen))
     freq = torch.bincount(drawn, minlength=6).float() / n
     assert torch.allclose(freq, p[0], atol=0.01), freq
+
+
+def test_a_cpu_call_keeps_its_cache_within_budget_in_consecutive_pieces(monkeypatch):
+    """Rows are cut into consecutive pieces whose cache (rows x (longest prompt + budget)
+    positions) fits CPU_CACHE_BYTES, and of at most max_batch rows; no bound off the CPU."""
+    import rolecall.engines.hf as hf
+
+    eng = object.__new__(HFEngine)
+    eng.max_batch = 4
+    monkeypatch.setattr(hf, "CPU_CACHE_BYTES", 1000)
+    reqs = [GenRequest([], "p", 10) for _ in range(7)]
+    lengths = [10, 10, 30, 10, 10, 10, 10]
+    # 10 bytes a position: 20 positions a row fit 5 rows by bytes but max_batch 4; the 40-position
+    # row makes a piece of 2 rows 800 bytes, a third would be 1200
+    assert eng._fit(list(range(7)), reqs, lengths, 10) == [[0, 1], [2, 3], [4, 5, 6]]
+    assert eng._fit(list(range(7)), reqs, lengths, 0) == [[0, 1, 2, 3], [4, 5, 6]]  # no bound: max_batch only
+    assert eng._fit([], reqs, lengths, 10) == []

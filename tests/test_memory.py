@@ -51,10 +51,10 @@ def test_schema_takes_auto_or_a_positive_number():
 
 
 def test_watch_adds_the_memory_rows_and_warns_once_when_the_machine_runs_low(monkeypatch):
-    watch = run_memory.MemoryWatch("Lower algo.micro_batch_tokens.")
+    watch = run_memory.MemoryWatch("Lower algo.micro_batch_tokens.", 1095)
     monkeypatch.setattr(run_memory, "machine", lambda: (24 * 2**30, 12 * 2**30))
     row: dict = {}
-    assert watch.observe(row) is None
+    assert watch.observe(row) is None and row["mem/micro_batch_tokens"] == 1095
     assert row["mem/peak_gb"] > 0 and row["mem/available_gb"] == pytest.approx(12.885, abs=1e-3)
     if run_memory.resident()[0] is not None:  # Linux: resident now, as well as the peak
         assert 0 < row["mem/rss_gb"] <= row["mem/peak_gb"] + 1e-3
@@ -115,6 +115,7 @@ def test_a_run_says_its_micro_batch_budget_and_logs_its_memory(tiny_model_dir, t
     assert res.exit_code == 0, res.output
     assert "algo.micro_batch_tokens auto: 16,384 tokens" in res.output  # the tiny model fits the cap
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert {"event": "micro_batch_tokens", "step": 0, "tokens": {str(tiny_model_dir): 16384}} in rows
-    steps = [r for r in rows if "reward/mean" in r and "event" not in r]
+    assert not any("event" in r for r in rows)  # said on the console, carried by the step rows
+    steps = [r for r in rows if "reward/mean" in r]
     assert len(steps) == 2 and all(r["mem/peak_gb"] > 0 and "mem/available_gb" in r for r in steps)
+    assert all(r["mem/micro_batch_tokens"] == 16384 for r in steps)

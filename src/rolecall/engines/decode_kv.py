@@ -27,6 +27,13 @@ from rolecall.policies.attention import attention_as
 NAME = "rolecall_folded_decode"
 
 
+def cache_bytes_per_position(config, dtype: torch.dtype) -> int:
+    """Bytes one row's key/value cache takes per position: every layer's keys and values."""
+    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
 def buffer_cache(config, capacity: int):
     """A DynamicCache whose layers write into buffers of `capacity` positions (grown by doubling
     if a call ever needs more)."""

@@ -89,7 +89,8 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
     cfg = stack.cfg
     halts = Halts(cfg)
     watch = MemoryWatch("To hold less: a smaller algo.micro_batch_tokens (tokens per forward and backward), "
-                        "rollout.max_batch (rows decoded at once) or fewer samples per step.")
+                        "rollout.max_batch (rows decoded at once) or fewer samples per step.",
+                        micro_batch_tokens(cfg.algo.micro_batch_tokens, stack.model))
     saved_at, requested = start, False
     for step in range(start + 1, cfg.train.steps + 1):
         requested = ranks.any(launch.stop.requested)
@@ -147,8 +148,7 @@ def say_precision(log: RunLog, launch: Launch, cfg: Config, step: int) -> None:
 
 def say_micro_batches(log: RunLog, launch: Launch, stack: Stack, step: int) -> None:
     tokens = {path: micro_batch_tokens("auto", base.model) for path, base in stack.bases.items()}
-    log.note(step, "micro_batch_tokens", tokens=tokens)
-    if log.ranks.lead:
+    if log.ranks.lead:  # and every step row carries the run's own (`mem/micro_batch_tokens`)
         said = ", ".join(f"{n:,}" for n in tokens.values())
         launch.notify(f"algo.micro_batch_tokens auto: {said} tokens per forward and backward "
                       f"({'about 1 GiB of activations on this CPU' if stack.model.device.type == 'cpu' else 'accelerator'})")

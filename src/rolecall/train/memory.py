@@ -1,7 +1,8 @@
 """The run's memory: what it holds, what the machine has left, a warning before the OOM killer.
 
-Every step row gets `mem/rss_gb` (resident now), `mem/peak_gb` (the process's peak so far)
-and `mem/available_gb` (what the machine has left), so each result carries its memory.
+Every step row gets `mem/rss_gb` (resident now), `mem/peak_gb` (the process's peak so far),
+`mem/available_gb` (what the machine has left) and `mem/micro_batch_tokens` (the token budget
+of one forward/backward, `algo.memory`), so each result carries its memory.
 When the machine's available memory falls below `LOW_SHARE` of its total (or `LOW_FLOOR`),
 the run says so once, with what to lower, before a larger step gets it killed.
 
@@ -70,11 +71,14 @@ def give_back() -> None:
 class MemoryWatch:
     """Adds the memory figures to each step row; one warning when the machine runs low."""
 
-    def __init__(self, hint: str = "") -> None:
+    def __init__(self, hint: str = "", micro_batch_tokens: int | None = None) -> None:
         self.hint = hint
+        self.micro_batch_tokens = micro_batch_tokens  # what the run's model trains with (`algo.memory`)
         self.warned = False
 
     def observe(self, row: dict) -> str | None:
+        if self.micro_batch_tokens is not None:
+            row["mem/micro_batch_tokens"] = self.micro_batch_tokens
         rss, peak = resident()
         if rss is not None:
             row["mem/rss_gb"] = round(rss / 1e9, 3)
