@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from statistics import fmean, stdev
@@ -28,7 +29,7 @@ from statistics import fmean, stdev
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.learning import run_child  # noqa: E402  (after the path fix above)
-from benchmarks.provenance import provenance  # noqa: E402
+from benchmarks.provenance import provenance, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "real_precision.json"
@@ -81,11 +82,12 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def save(doc: dict, path: Path) -> None:
+def save(doc: dict, path: Path, final: bool = False) -> None:
+    """The result with its summary and provenance; the history line only for the final write."""
     doc["summary"] = summarize(doc["runs"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    doc.pop("provenance", None)
+    write_result(path, doc, model_dir=None,
+                 history=None if final else Path(tempfile.gettempdir()) / "rolecall-precision-history")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,12 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     doc = json.loads(args.out.read_text()) if args.out.exists() else {"runs": []}
     if args.summarize:
-        save(doc, args.out)
+        save(doc, args.out, final=True)
         print(json.dumps(doc["summary"], indent=1))
         return 0
     from rolecall.policies.model import resolve_model_dir
 
-    doc["provenance"] = provenance(resolve_model_dir("smollm2-135m"))
+    doc["weights_sha256"] = provenance(resolve_model_dir("smollm2-135m"), matmul=False)["model_sha256"]
     doc["work"] = {"val_problems": 100, "val_every": 5, "early_stop": None, "order": "per seed: bf16 then fp32"}
     steps = dict(zip(args.configs, args.steps + args.steps[-1:] * len(args.configs)))
     for config in args.configs:
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 save(doc, args.out)
                 print(f"{config} seed {seed} {dtype}: base {r['base']:.2f} best {r['best']:.2f} "
                       f"final {r['final']:.2f} in {r['wall_min']:.1f} min, peak {r['peak_rss_gb']} GB", flush=True)
+    save(doc, args.out, final=True)
     print(json.dumps(doc["summary"], indent=1))
     return 0
 

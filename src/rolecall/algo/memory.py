@@ -5,7 +5,7 @@ backward frees them, plus the micro-batch's logits over the whole vocabulary and
 gradient. On SmolLM2-135M in bfloat16 that is about 1 MB a token (measured with autograd's
 saved-tensor hooks: 26 KB a layer, 30 layers, and 2 x 49,152 logit values), so the old fixed
 budget of 16,384 tokens let one 8 x 8 step of 48-token answers hold 3.8 GB of activations, and
-a voting step with long aggregator prompts 10 GB, where the model itself is 0.27 GB.
+a multi-role step with long prompts 10 GB, where the model itself is 0.27 GB.
 
 On a CPU a smaller micro-batch costs next to no speed: each matmul still has a thousand rows,
 and on the compute benchmark 4,096-token micro-batches took 96 s where 16,384 took 95 s while
