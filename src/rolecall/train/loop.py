@@ -151,7 +151,7 @@ def say_micro_batches(log: RunLog, launch: Launch, stack: Stack, step: int) -> N
     if log.ranks.lead:  # and every step row carries the run's own (`mem/micro_batch_tokens`)
         said = ", ".join(f"{n:,}" for n in tokens.values())
         launch.notify(f"algo.micro_batch_tokens auto: {said} tokens per forward and backward "
-                      f"({'about 1 GiB of activations on this CPU' if stack.model.device.type == 'cpu' else 'accelerator'})")
+                      f"({'at most about 1 GiB of activations on this CPU' if stack.model.device.type == 'cpu' else 'accelerator'})")
 
 
 def val_due(cfg: Config, step: int) -> bool:
