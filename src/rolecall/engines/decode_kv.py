@@ -31,7 +31,7 @@ def cache_bytes_per_position(config, dtype: torch.dtype) -> int:
     """Bytes one row's key/value cache takes per position: every layer's keys and values."""
     heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return 2 * config.num_hidden_layers * heads * head_dim * torch.empty((), dtype=dtype).element_size()
+    return 2 * config.num_hidden_layers * heads * head_dim * dtype.itemsize
 
 
 def buffer_cache(config, capacity: int):

@@ -158,7 +158,8 @@ class HFEngine:
             if temperature > 0:
                 u_B1 = torch.rand((scores.shape[0], 1), device=scores.device) if streams is None else \
                     torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams])
-                nxt = _inverse_cdf(torch.softmax(scores, -1), u_B1)
+                # the probabilities of the log-softmax above: no second vocabulary-wide softmax
+                nxt = _inverse_cdf(logp.exp(), u_B1)
             else:
                 nxt = scores.argmax(-1)
             nxt = torch.where(unfinished_B, nxt, pad)
@@ -211,14 +212,14 @@ class HFEngine:
         in three pieces costs next to nothing on a CPU."""
         out: list[list[int]] = []
         cur: list[int] = []
-        width = 0
+        prompt = budget = 0  # the piece's longest prompt and longest budget: its cache's capacity
         for i in rows:
-            w = max(width, lengths[i] + requests[i].max_new_tokens)
-            if cur and (len(cur) == self.max_batch or (len(cur) + 1) * w * per_position > CPU_CACHE_BYTES):
+            p, b = max(prompt, lengths[i]), max(budget, requests[i].max_new_tokens)
+            if cur and (len(cur) == self.max_batch or (len(cur) + 1) * (p + b) * per_position > CPU_CACHE_BYTES):
                 out.append(cur)
-                cur, w = [], lengths[i] + requests[i].max_new_tokens
+                cur, p, b = [], lengths[i], requests[i].max_new_tokens
             cur.append(i)
-            width = w
+            prompt, budget = p, b
         return out + [cur] if cur else out
 
     def _finish(self, prompt_text: str, prompt_ids: list[int], gen: list[int], lp: list[float],
