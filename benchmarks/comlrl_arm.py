@@ -173,6 +173,17 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         return fmt
 
     n_steps = args.warmup + args.steps
+    # CoMLRL takes a prompt to end at its first pad token. Where the pad token is also the
+    # end-of-turn token (SmolLM2's <|im_end|>) and the chat template writes a system turn,
+    # that cuts the prompt after the system turn: every "completion" then starts with a pad,
+    # is read as empty, scores 0 and trains on no tokens. Pad with a special token that no
+    # prompt contains, so CoMLRL reads the prompt and the completion as they are.
+    probe = tok(render(GENERATOR_PROMPT)({"prompt": "1+1"}))["input_ids"]
+    if tok.pad_token_id in probe:
+        free = [t for t in tok.all_special_tokens if tok.convert_tokens_to_ids(t) not in probe]
+        if not free:
+            raise RuntimeError("every special token occurs in the rendered prompt: no pad token CoMLRL can read")
+        tok.pad_token = free[0]
     data = Dataset.from_list(long_problems(n_steps, args.problem_chars) if args.problem_chars else problems(n_steps))
     cfg = MAGRPOConfig(
         num_train_epochs=1,
@@ -198,6 +209,7 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         reward_func=digit_reward if args.problem_chars else joint_reward,
         formatters=[render(GENERATOR_PROMPT), render(WORKER_PROMPT)],
         args=cfg,
+        model_config={"torch_dtype": args.dtype},  # CoMLRL's own knob: the weights' (and so the optimizer's) dtype
     )
     trainer.verbose = False  # no tqdm bar; wandb_config=None already means no wandb
     if args.fixed_length:  # generate() reads the model's generation config under CoMLRL's own kwargs
@@ -287,6 +299,8 @@ def bench(args: argparse.Namespace, tmp: str) -> dict:
         "mean_joint_reward": round(sum(rewards) / max(len(rewards), 1), 4),
         "train_wall_s": round(train_wall, 2),
         "lora": False,
+        "dtype": args.dtype,
+        "pad_token": tok.pad_token,
         "trained_params_per_agent": sum(p.numel() for p in trainer.agents[0].parameters()),
         "model_copies": len(trainer.agents),
         "temperature": args.temperature,
@@ -320,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="problems of this many random characters, rewarded by digit share (compute-size work)")
     p.add_argument("--fixed-length", action="store_true",
                    help="every completion exactly --max-new-tokens long (EOS suppressed until then)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="the agents' weights; bfloat16 trains them in bf16 (CoMLRL has no mixed precision)")
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be >= 1 and --warmup >= 0")

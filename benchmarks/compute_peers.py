@@ -72,12 +72,16 @@ def problem_chars(model_dir: Path) -> int:
 
 
 def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, prompts: int = 2, *,
-              completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16) -> dict:
+              completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16, precision: str = "fp32",
+              rolecall_extra: tuple[str, ...] = ()) -> dict:
+    """TRL (in `precision`, see trl_compare.trl_run) against rolecall (with `rolecall_extra`
+    overrides), alternating within each round."""
     from benchmarks.comlrl_arm import long_problems
     from benchmarks.trl_compare import rolecall_run, trl_run
 
     problems = [(r["prompt"], r["answer"]) for r in long_problems(64, chars)]
-    extra = (*dataset_overrides(model_dir, data, lora_r), "reward.name=benchmarks.compute_peers:digit_share_reward")
+    extra = (*dataset_overrides(model_dir, data, lora_r), "reward.name=benchmarks.compute_peers:digit_share_reward",
+             *rolecall_extra)
     arms: dict[str, list[dict]] = {"trl": [], "rolecall": []}
     for r in range(rounds):
         for arm in (("trl", "rolecall") if r % 2 == 0 else ("rolecall", "trl")):
@@ -85,19 +89,22 @@ def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, 
             if arm == "trl":
                 out = trl_run(steps, prompts, GROUP, completion_tokens, seed=r, model_dir=str(model_dir),
                               problems=problems, reward=_trl_reward, fixed_length=True,
-                              gradient_checkpointing=False, lora_r=lora_r)
+                              gradient_checkpointing=False, lora_r=lora_r, precision=precision)
             else:
                 out = rolecall_run(steps, prompts, GROUP, completion_tokens, seed=r, extra=extra)
             arms[arm].append(_brief(out))
     ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["trl"])]
     import trl
 
-    return {"trl_version": trl.__version__, "prompts_per_step": prompts, "group_size": GROUP, **arms,
+    return {"trl_version": trl.__version__, "precision": precision, "prompts_per_step": prompts, "group_size": GROUP, **arms,
             "ratio_per_round": [round(x, 3) for x in ratios], "ratio": round(median(ratios), 3)}
 
 
 def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, *,
-                 completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16) -> dict:
+                 completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16, dtype: str = "float32",
+                 rolecall_extra: tuple[str, ...] = ()) -> dict:
+    """CoMLRL (its agents' weights in `dtype`) against rolecall (with `rolecall_extra`
+    overrides), alternating within each round."""
     from benchmarks.comlrl_arm import ensure_venv, run_arm
     from benchmarks.comlrl_compare import DigitShare, rolecall_run
 
@@ -108,19 +115,20 @@ def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: in
             print(f"[peers] CoMLRL round {r + 1}/{rounds}: {arm}", flush=True)
             if arm == "comlrl":
                 out = run_arm(python, steps=steps, threads=2, seed=r, model=model_dir, problem_chars=chars,
-                              max_new_tokens=completion_tokens, fixed_length=True)
+                              max_new_tokens=completion_tokens, fixed_length=True, dtype=dtype)
             else:
                 out = rolecall_run(steps, GROUP, completion_tokens, seed=r,
-                                   extra=tuple(dataset_overrides(model_dir, data, lora_r)), verifier=DigitShare())
+                                   extra=(*dataset_overrides(model_dir, data, lora_r), *rolecall_extra),
+                                   verifier=DigitShare())
             arms[arm].append(_brief(out))
     ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
-    return {"agents": 2, "group_size": GROUP, **arms, "ratio_per_round": [round(x, 3) for x in ratios],
+    return {"agents": 2, "dtype": dtype, "group_size": GROUP, **arms, "ratio_per_round": [round(x, 3) for x in ratios],
             "ratio": round(median(ratios), 3)}
 
 
 def _brief(run: dict) -> dict:
     keep = ("s_per_step", "completions_per_s", "mean_completion_tokens", "gen_s_per_step", "update_s_per_step",
-            "trained_params_per_agent")
+            "trained_params_per_agent", "mean_joint_reward")
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in run.items() if k in keep}
 
 

@@ -28,6 +28,7 @@ from statistics import fmean, median
 import torch
 
 LR, R, ALPHA, TEMPERATURE = 2e-3, 16, 32, 0.7
+PRECISIONS = ("fp32", "autocast", "bf16")  # the settings of TRL's that trl_run can time
 
 
 def _problems():
@@ -46,12 +47,17 @@ def _reward(completions, answer, **_) -> list[float]:
 
 def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, seed: int, *,
             model_dir: str | None = None, problems: list[tuple[str, str]] | None = None, reward=None,
-            fixed_length: bool = False, gradient_checkpointing: bool | None = None, lora_r: int = R) -> dict:
+            fixed_length: bool = False, gradient_checkpointing: bool | None = None, lora_r: int = R,
+            precision: str = "fp32") -> dict:
     """TRL's GRPOTrainer on the embedded model and arithmetic problems, or on `model_dir` with
     `problems` ((text, answer) pairs) graded by `reward` (a TRL reward function). `fixed_length`
     makes every completion exactly `max_new_tokens` long (EOS suppressed until then).
     `gradient_checkpointing` None keeps TRL's default (on: it recomputes activations). LoRA
-    alpha is 2 `lora_r`."""
+    alpha is 2 `lora_r`. `precision` is one of PRECISIONS: "fp32" (weights and compute),
+    "autocast" (fp32 weights, `bf16=True`: the Trainer's bf16 autocast) or "bf16" (bf16 base
+    weights and `bf16=True`; PEFT keeps the adapters in fp32, as rolecall does)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, TrainerCallback
@@ -67,7 +73,7 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
                             "answer": [a for _, a in problems]})
     path = model_dir or str(embedded_dir())
     tok = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if precision == "bf16" else torch.float32)
     times: list[float] = []
     lengths: list[float] = []
 
@@ -89,7 +95,7 @@ def trl_run(steps: int, prompts_per_step: int, group: int, max_new_tokens: int, 
             temperature=TEMPERATURE, top_p=1.0, top_k=0, learning_rate=LR, lr_scheduler_type="constant",
             warmup_steps=0, beta=0.0, epsilon=0.2, epsilon_high=0.28, num_iterations=1, loss_type="grpo",
             scale_rewards="group", logging_steps=1, report_to="none", save_strategy="no", use_cpu=True,
-            bf16=False, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
+            bf16=precision != "fp32", seed=seed, dataloader_num_workers=0, disable_tqdm=True,
             chat_template_kwargs={"enable_thinking": False}, max_grad_norm=1.0, weight_decay=0.0,
             **({} if gradient_checkpointing is None else {"gradient_checkpointing": gradient_checkpointing}),
             generation_kwargs={"min_new_tokens": max_new_tokens} if fixed_length else None)
