@@ -50,3 +50,18 @@ def test_buffer_cache_and_folded_decode_match_the_dynamic_cache(tiny_model_dir, 
     for x, y in zip(ours, ref):
         torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
     assert calls.count(1) == steps.shape[1] * model.config.num_hidden_layers  # every decode step folded
+
+
+def test_a_cache_is_one_block_sized_to_prompt_and_budget(tiny_model_dir):
+    """Every layer's buffers are views of one allocation (freed back to the system in one piece,
+    not left in the heap as one block per layer), of exactly the capacity asked for: a prompt
+    longer than the budget once doubled the positions, and the memory, of a piece."""
+    model, _ = load_base(str(tiny_model_dir))
+    ids = torch.randint(5, 90, (2, 7), generator=torch.Generator().manual_seed(0))
+    cache = buffer_cache(model.config, 7 + 3)
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), past_key_values=cache, use_cache=True)
+    storages = {layer._k.untyped_storage().data_ptr() for layer in cache.layers}
+    storages |= {layer._v.untyped_storage().data_ptr() for layer in cache.layers}
+    assert len(storages) == 1
+    assert {tuple(layer._k.shape[-2:-1]) for layer in cache.layers} == {(10,)}

@@ -145,9 +145,18 @@ def _hf_reference(model, eng, reqs, temperature):
     return [eng._finish("", [], g, l, r.max_new_tokens) for g, l, r in zip(gen.tolist(), lp.tolist(), reqs)]
 
 
+@pytest.mark.parametrize("windows", [False, True])
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
-def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_adapter_model, temperature):
-    """Repeated (prompt, policy) pairs share one prefill; tokens and log-probs equal HF generate's."""
+def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_adapter_model, temperature, windows,
+                                                                          monkeypatch):
+    """Repeated (prompt, policy) pairs share one prefill; tokens and log-probs equal HF generate's.
+    With `windows` the prefill runs one distinct prompt at a time into the one cache (what a
+    CPU does when rows x width passes CPU_PREFILL_TOKENS), across two policies, and nothing
+    changes."""
+    import rolecall.engines.hf as hf
+
+    if windows:
+        monkeypatch.setattr(hf, "CPU_PREFILL_TOKENS", 1)
     model, tok = two_adapter_model
     eng = HFEngine(model, tok)
     prompts = ["1+1", "23+45", "1+1", "23+45", "1+1", "7-2", "1+1"]
@@ -161,8 +170,9 @@ def test_decode_loop_reproduces_hf_generate_and_prefills_each_prompt_once(two_ad
         ours = eng.generate(reqs, temperature=temperature)
     finally:
         hook.remove()
-    assert shapes[0][0] == 5 and shapes[0][1] > 1  # the prefill: 7 rows, 5 distinct (prompt, policy) pairs
-    assert all(s == (7, 1) for s in shapes[1:])  # then one token per row per step
+    prefill = 5 if windows else 1  # the prefill: 7 rows, 5 distinct (prompt, policy) pairs
+    assert [s[0] for s in shapes[:prefill]] == ([1] * 5 if windows else [5]) and shapes[0][1] > 1
+    assert all(s == (7, 1) for s in shapes[prefill:])  # then one token per row per step
     if temperature == 0:  # greedy: token for token HF generate's
         ref = _hf_reference(model, eng, reqs, temperature)
         for o, r in zip(ours, ref):

@@ -19,7 +19,7 @@ from contextlib import nullcontext
 import torch
 
 from rolecall.engines.base import DEFAULT_MAX_BATCH, GenOutput, GenRequest
-from rolecall.engines.decode_kv import buffer_cache, cache_bytes_per_position, folded_decode
+from rolecall.engines.decode_kv import buffer_cache, cache_bytes_per_position, folded_decode, prefill_rows
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import last_position, set_training
 
@@ -34,6 +34,7 @@ def stop_token_ids(model, tokenizer) -> list[int]:
 
 
 CPU_CACHE_BYTES = 512 << 20  # key/value cache of one generate call on a CPU (see `HFEngine._fit`)
+CPU_PREFILL_TOKENS = 4096  # prompt tokens per prefill forward on a CPU (see `HFEngine._prefill`)
 
 
 class HFEngine:
@@ -101,31 +102,45 @@ class HFEngine:
     def _prefill(self, input_ids_B: torch.Tensor, attn_B: torch.Tensor, policies_B: list[str], route=None,
                  capacity: int | None = None):
         """(logits of every row's next token [B, V], KV cache of every row's prompt), each distinct
-        (prompt, policy) computed once and shared by the rows that repeat it. `route` (a
+        (prompt, policy) computed once and written to every row that repeats it. `route` (a
         mixed chunk) gets the policies of the rows actually run.
 
         A wave holds the G samples of each problem with identical prompts: their prefill is
         the same work G times over. The cache holds `capacity` positions (the prompt and the
         budget) before it has to grow.
-        """
 
+        On a CPU the distinct prompts run CPU_PREFILL_TOKENS at a time: a forward's activations
+        grow with its rows x width (an aggregator piece of 87 prompts of 219 tokens on SmolLM2
+        is 19,000 tokens), and a CPU matmul gains nothing past a few thousand rows: on the
+        voting validation, 26,000 prompt tokens, the windows took 14 s where whole pieces took
+        18 s. Each window writes straight into the rows of the one cache, so no cache of the
+        distinct prompts is held beside the cache of all the rows.
+        """
         keys = [(tuple(row), p) for row, p in zip(input_ids_B.tolist(), policies_B)]
         first: dict[tuple, int] = {}
         for i, k in enumerate(keys):
             first.setdefault(k, i)
         rep_U = list(first.values())
         slot = {k: u for u, k in enumerate(first)}
-        ids_U, attn_U = input_ids_B[rep_U], attn_B[rep_U]
-        cache = buffer_cache(self.model.config, capacity or input_ids_B.shape[1])
-        if route is not None:
-            route([policies_B[i] for i in rep_U])
-        out = self.model(input_ids=ids_U, attention_mask=attn_U, position_ids=(attn_U.cumsum(-1) - 1).clamp(min=0),
-                             past_key_values=cache, use_cache=True,
-                             logits_to_keep=last_position(ids_U.shape[1], ids_U.device))
         slot_B = torch.tensor([slot[k] for k in keys], device=input_ids_B.device)
-        if len(rep_U) < len(keys):
-            cache.reorder_cache(slot_B)
-        return out.logits[:, -1][slot_B], cache
+        ids_U, attn_U = input_ids_B[rep_U], attn_B[rep_U]
+        pos_U = (attn_U.cumsum(-1) - 1).clamp(min=0)
+        cache = buffer_cache(self.model.config, capacity or input_ids_B.shape[1])
+        U, width = ids_U.shape
+        step = U if self.model.device.type != "cpu" else max(1, CPU_PREFILL_TOKENS // width)
+        logits_U = []
+        with prefill_rows(cache, len(keys)) as fill:
+            for a in range(0, U, step):
+                b = min(a + step, U)
+                dest_B = ((slot_B >= a) & (slot_B < b)).nonzero().squeeze(1)
+                fill(dest_B, slot_B[dest_B] - a)
+                if route is not None:
+                    route([policies_B[i] for i in rep_U[a:b]])
+                out = self.model(input_ids=ids_U[a:b], attention_mask=attn_U[a:b], position_ids=pos_U[a:b],
+                                 past_key_values=cache, use_cache=True, logits_to_keep=last_position(width, ids_U.device))
+                logits_U.append(out.logits[:, -1])
+                del out
+        return torch.cat(logits_U)[slot_B], cache
 
     def _decode(self, logits_B: torch.Tensor, cache, attn_B: torch.Tensor, budget: int,
                 temperature: float, seeds: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,15 +168,18 @@ class HFEngine:
         pos_B = attn_B.sum(-1, keepdim=True)  # position of the next token: real tokens so far
         tokens, logps = [], []
         for step in range(budget):
-            scores = logits_B.float() / t
-            logp = torch.log_softmax(scores, -1)
+            # Vocabulary-wide buffers are rows x 49,152 floats on SmolLM2 (49 MB at 250 rows):
+            # one for the scores, then one for the log-probs, one for the distribution.
             if temperature > 0:
-                u_B1 = torch.rand((scores.shape[0], 1), device=scores.device) if streams is None else \
-                    torch.stack([torch.rand(1, generator=g, device=scores.device) for g in streams])
-                # the probabilities of the log-softmax above: no second vocabulary-wide softmax
+                logp = torch.log_softmax(logits_B.to(torch.float32, copy=True).div_(t), -1)
+                u_B1 = torch.rand((logp.shape[0], 1), device=logp.device) if streams is None else \
+                    torch.stack([torch.rand(1, generator=g, device=logp.device) for g in streams])
+                # the probabilities of the log-softmax: no second vocabulary-wide softmax
                 nxt = _inverse_cdf(logp.exp(), u_B1)
             else:
-                nxt = scores.argmax(-1)
+                scores = logits_B.float()
+                logp, nxt = torch.log_softmax(scores, -1), scores.argmax(-1)
+                del scores
             nxt = torch.where(unfinished_B, nxt, pad)
             tokens.append(nxt)
             logps.append(logp.gather(1, nxt.unsqueeze(1)).squeeze(1))
@@ -233,8 +251,9 @@ class HFEngine:
 
 
 def _inverse_cdf(probs_B_V: torch.Tensor, u_B1: torch.Tensor) -> torch.Tensor:
-    """The token of each row whose cumulative probability first exceeds u (in [0, 1))."""
-    cdf_B_V = probs_B_V.cumsum(-1)
+    """The token of each row whose cumulative probability first exceeds u (in [0, 1)).
+    `probs_B_V` is overwritten with its cumulative sum."""
+    cdf_B_V = probs_B_V.cumsum_(-1)  # in place: the caller's probabilities are a temporary
     # u is scaled by the row's own total (a float32 sum of 49k terms is 1 only to ~1e-6); right=True
     # steps over zero-probability tokens, whose cumulative value equals their predecessor's.
     nxt_B = torch.searchsorted(cdf_B_V, u_B1 * cdf_B_V[:, -1:], right=True).squeeze(1)
