@@ -408,26 +408,35 @@ def real_peers() -> str:
         m = part["summary"]
         return f"**{m['median']:.2f}×** ({m['min']:.2f}–{m['max']:.2f}, {m['rounds']} rounds)"
 
-    rows = ["| against | work per step | rolecall ÷ peer, completions/s: median (rounds) | goal |", "|---|---|---|---|"]
+    def setting(part: dict, key: str) -> str:
+        probe = part.get("setting_probe")
+        if not probe:
+            return part.get(key, "fp32 (the only setting timed)")
+        times = ", ".join(f"{k} {v:.1f} s" for k, v in probe["s_per_step"].items())
+        return f"{probe['chosen']} (fastest of {times} a step)"
+
+    rows = ["| against | peer's setting | work per step | rolecall ÷ peer, completions/s: median (rounds) | goal |",
+            "|---|---|---|---|---|"]
     if "trl" in e:
         t = e["trl"]
         rows.append(f"| TRL {t['trl_version']} GRPOTrainer, activation recomputation "
                     f"{'on' if t.get('gradient_checkpointing') else 'off'}, LoRA r {e['lora_r']} in both "
-                    f"| {t['prompts_per_step']} prompts × {t['group_size']} samples | {ratio(t)} | ≥ 2× |")
+                    f"| {setting(t, 'precision')} | {t['prompts_per_step']} prompts × {t['group_size']} samples "
+                    f"| {ratio(t)} | ≥ 2× |")
     if "comlrl" in e:
         c = e["comlrl"]
         rows.append(f"| CoMLRL MAGRPO, two agents; CoMLRL trains full weights (it has no LoRA), rolecall a LoRA "
-                    f"r {e['lora_r']} per role | 1 prompt × {c['group_size']} samples per agent "
-                    f"| {ratio(c)} | ≥ 2× |")
+                    f"r {e['lora_r']} per role | {setting(c, 'dtype')} | 1 prompt × {c['group_size']} samples per agent "
+                    f"| {ratio(c)} | ≥ 3× |")
     rows += ["", _note(
         f"SmolLM2-135M-Instruct (weights {e['model_sha256'][:16]}…), fixed-length work identical in every arm: "
         f"the same problems of {e['problem_chars']} random characters through the model's chat template, every "
         f"completion {e['completion_tokens']} tokens, one optimizer step per step, {e['timed_steps_per_run']} timed "
-        f"steps per run, the arms alternating. Recorded {e['date'][:10]} in `benchmarks/results/real_peers.json`, "
-        f"commit {str(e['commit'])[:7]}{' (dirty)' if e.get('dirty') else ''}, torch {e['versions']['torch']}."
-        + (" CoMLRL's arm recorded no completion lengths on this tokenizer (0): its completions are held at the "
-           "budget by `min_new_tokens`, not counted." if "comlrl" in e and not any(
-               r.get("mean_completion_tokens") for r in e["comlrl"]["comlrl"]) else ""))]
+        f"steps per run, the arms alternating; rolecall at `model.dtype={e.get('rolecall_dtype', 'float32')}`. "
+        "TRL's settings: fp32; autocast (fp32 weights, `bf16=True`); bf16 (bf16 weights, `bf16=True`, fp32 "
+        "adapters). CoMLRL's: its agents' weights in fp32 or bf16. "
+        f"Recorded {e['date'][:10]} in `benchmarks/results/real_peers.json`, "
+        f"commit {str(e['commit'])[:7]}{' (dirty)' if e.get('dirty') else ''}, torch {e['versions']['torch']}.")]
     return "\n".join(rows) + "\n"
 
 
