@@ -52,7 +52,7 @@ def digit_share_reward(problem, answer: str) -> float:
     return digit_share(answer)
 
 
-def _trl_reward(completions, **_) -> list[float]:
+def trl_digit_reward(completions, **_) -> list[float]:
     from benchmarks.comlrl_arm import digit_share
 
     return [digit_share(c[-1]["content"] if isinstance(c, list) else c) for c in completions]
@@ -88,7 +88,7 @@ def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, 
             print(f"[peers] TRL round {r + 1}/{rounds}: {arm}", flush=True)
             if arm == "trl":
                 out = trl_run(steps, prompts, GROUP, completion_tokens, seed=r, model_dir=str(model_dir),
-                              problems=problems, reward=_trl_reward, fixed_length=True,
+                              problems=problems, reward=trl_digit_reward, fixed_length=True,
                               gradient_checkpointing=False, lora_r=lora_r, precision=precision)
             else:
                 out = rolecall_run(steps, prompts, GROUP, completion_tokens, seed=r, extra=extra)

@@ -53,7 +53,7 @@ def summary(part: dict) -> dict:
 def fastest_trl(model_dir: Path, chars: int, steps: int, completion_tokens: int, lora_r: int) -> dict:
     """One short TRL run in each precision it supports on this CPU; the fastest per step wins."""
     from benchmarks.comlrl_arm import long_problems
-    from benchmarks.compute_peers import _trl_reward
+    from benchmarks.compute_peers import trl_digit_reward
     from benchmarks.trl_compare import PRECISIONS, trl_run
 
     problems = [(r["prompt"], r["answer"]) for r in long_problems(64, chars)]
@@ -61,7 +61,7 @@ def fastest_trl(model_dir: Path, chars: int, steps: int, completion_tokens: int,
     for precision in PRECISIONS:
         print(f"[peers] TRL setting probe: {precision}", flush=True)
         out = trl_run(steps, 2, 8, completion_tokens, seed=0, model_dir=str(model_dir), problems=problems,
-                      reward=_trl_reward, fixed_length=True, gradient_checkpointing=False, lora_r=lora_r,
+                      reward=trl_digit_reward, fixed_length=True, gradient_checkpointing=False, lora_r=lora_r,
                       precision=precision)
         seconds[precision] = round(out["s_per_step"], 3)
     return {"s_per_step": seconds, "chosen": min(seconds, key=seconds.get)}

@@ -68,6 +68,28 @@ def test_watch_adds_the_memory_rows_and_warns_once_when_the_machine_runs_low(mon
     run_memory.give_back()  # returns the free heap where glibc has malloc_trim, else does nothing
 
 
+def test_the_heap_threshold_is_fixed_once_unless_the_user_set_it(monkeypatch):
+    """bound_heap asks glibc for a fixed mmap threshold (mallopt M_MMAP_THRESHOLD = -3), once a
+    process; a MALLOC_MMAP_THRESHOLD_ in the environment is the user's and is left alone."""
+    calls = []
+    fake = SimpleNamespace(mallopt=lambda param, value: calls.append((param, value)) or 1)
+    monkeypatch.setattr(run_memory, "_libc", lambda: fake)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    run_memory.bound_heap.cache_clear()
+    try:
+        assert run_memory.bound_heap() is True and run_memory.bound_heap() is True
+        assert calls == [(-3, 4 << 20)]
+        run_memory.bound_heap.cache_clear()
+        monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+        assert run_memory.bound_heap() is False and calls == [(-3, 4 << 20)]
+        run_memory.bound_heap.cache_clear()
+        monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+        monkeypatch.setattr(run_memory, "_libc", lambda: None)  # no glibc: nothing to set
+        assert run_memory.bound_heap() is False
+    finally:
+        run_memory.bound_heap.cache_clear()
+
+
 def test_last_position_index_gives_the_logits_of_logits_to_keep_1(tiny_model_dir):
     from rolecall.policies.model import last_position, load_base
 

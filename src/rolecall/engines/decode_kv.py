@@ -21,6 +21,8 @@ from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from rolecall.policies.attention import attention_as
 
@@ -34,91 +36,90 @@ def cache_bytes_per_position(config, dtype: torch.dtype) -> int:
     return 2 * config.num_hidden_layers * heads * head_dim * dtype.itemsize
 
 
-def buffer_cache(config, capacity: int):
+class BufferLayer(DynamicLayer):
+    """One layer of `buffer_cache`: keys and values in buffers of `capacity` positions, a
+    step's column written in place, a view of the filled part handed to attention."""
+
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None  # set by `prefill_rows`
+    total = 0  # the rows of the whole cache while `rows` is set
+    _k = _v = None  # the buffers, allocated by the first update
+
+    def __init__(self, index: int, layers: int, block: dict, capacity: int) -> None:
+        super().__init__()
+        # `block` ("kv": [layers, 2, rows, heads, positions, head_dim]) is shared by the cache's
+        # layers alone, so it goes when the cache goes
+        self.index, self.layers, self.block, self.capacity = index, layers, block, capacity
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self.filled = 0
+        self._k = self._v = None
+
+    def _alloc(self, like: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (self.total if self.rows is not None else like.shape[0], like.shape[1], size, like.shape[-1])
+        kv = self.block.get("kv")
+        if kv is None and self._k is None:
+            kv = self.block["kv"] = like.new_empty((self.layers, 2, *shape))
+        if kv is not None and self._k is None and tuple(kv.shape[2:]) == shape and kv.dtype == like.dtype:
+            return kv[self.index, 0], kv[self.index, 1]
+        return like.new_empty(shape), like.new_empty(shape)  # a layer of its own shape, or growth
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        t = key_states.shape[-2]
+        if self.rows is not None:  # a prefill window: its prompts' rows, from position 0
+            if self._k is None:
+                self._k, self._v = self._alloc(key_states, max(self.capacity, t))
+            dest, src = self.rows
+            self._k[dest, :, :t] = key_states[src]
+            self._v[dest, :, :t] = value_states[src]
+            self.filled = t
+            return key_states, value_states
+        n = self.filled
+        if self._k is None or n + t > self._k.shape[-2]:
+            k, v = self._alloc(key_states, max(self.capacity, n + t) if self._k is None else 2 * (n + t))
+            if n:
+                k[:, :, :n], v[:, :, :n] = self._k[:, :, :n], self._v[:, :, :n]
+            self._k, self._v = k, v
+        self._k[:, :, n:n + t] = key_states
+        self._v[:, :, n:n + t] = value_states
+        self.filled = n + t
+        self.keys, self.values = self._k[:, :, :self.filled], self._v[:, :, :self.filled]
+        return self.keys, self.values
+
+    def window(self, rows: tuple[torch.Tensor, torch.Tensor] | None, total: int) -> None:
+        self.rows, self.total = rows, total
+        if self._k is None:
+            return
+        # empty while a window fills (the model reads the cache's length as the prompt's
+        # offset); the whole filled cache once the windows are done
+        end = self.filled if rows is None else 0
+        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.get_seq_length() > 0:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self.keys, self.values = self._k[:, :, :self.filled], self._v[:, :, :self.filled]
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        self.batch_select_indices(beam_idx.to(self._k.device) if self._k is not None else beam_idx)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.get_seq_length() > 0:
+            self.batch_select_indices(torch.arange(self._k.shape[0], device=self._k.device)
+                                      .repeat_interleave(repeats))
+
+
+def buffer_cache(config, capacity: int) -> DynamicCache:
     """A DynamicCache whose layers write into buffers of `capacity` positions (grown by doubling
     if a call ever needs more). The layers' first buffers are views of one block, allocated
     once: one allocation of the whole cache is handed back to the system when the cache goes,
     where sixty separate ones stay in the heap and leave it fragmented (on SmolLM2 a 250-row
-    validation piece left 1.1 GB resident after it had finished)."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    class BufferLayer(DynamicLayer):
-        rows: tuple[torch.Tensor, torch.Tensor] | None = None  # set by `prefill_rows`
-        total = 0  # the rows of the whole cache while `rows` is set
-        _k = _v = None  # the buffers, allocated by the first update
-
-        def __init__(self, index: int, layers: int, block: dict) -> None:
-            super().__init__()
-            # `block` ("kv": [layers, 2, rows, heads, positions, head_dim]) is shared by the
-            # cache's layers alone: held by this class's closure it would live until the next
-            # garbage collection (a class is always in a reference cycle), not until the cache goes
-            self.index, self.layers, self.block = index, layers, block
-
-        def lazy_initialization(self, key_states, value_states) -> None:
-            super().lazy_initialization(key_states, value_states)
-            self.filled = 0
-            self._k = self._v = None
-
-        def _alloc(self, like: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-            shape = (self.total if self.rows is not None else like.shape[0], like.shape[1], size, like.shape[-1])
-            kv = self.block.get("kv")
-            if kv is None and self._k is None:
-                kv = self.block["kv"] = like.new_empty((self.layers, 2, *shape))
-            if kv is not None and self._k is None and tuple(kv.shape[2:]) == shape and kv.dtype == like.dtype:
-                return kv[self.index, 0], kv[self.index, 1]
-            return like.new_empty(shape), like.new_empty(shape)  # a layer of its own shape, or growth
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            t = key_states.shape[-2]
-            if self.rows is not None:  # a prefill window: its prompts' rows, from position 0
-                if self._k is None:
-                    self._k, self._v = self._alloc(key_states, max(capacity, t))
-                dest, src = self.rows
-                self._k[dest, :, :t] = key_states[src]
-                self._v[dest, :, :t] = value_states[src]
-                self.filled = t
-                return key_states, value_states
-            n = self.filled
-            if self._k is None or n + t > self._k.shape[-2]:
-                k, v = self._alloc(key_states, max(capacity, n + t) if self._k is None else 2 * (n + t))
-                if n:
-                    k[:, :, :n], v[:, :, :n] = self._k[:, :, :n], self._v[:, :, :n]
-                self._k, self._v = k, v
-            self._k[:, :, n:n + t] = key_states
-            self._v[:, :, n:n + t] = value_states
-            self.filled = n + t
-            self.keys, self.values = self._k[:, :, :self.filled], self._v[:, :, :self.filled]
-            return self.keys, self.values
-
-        def window(self, rows: tuple[torch.Tensor, torch.Tensor] | None, total: int) -> None:
-            self.rows, self.total = rows, total
-            if self._k is None:
-                return
-            # empty while a window fills (the model reads the cache's length as the prompt's
-            # offset); the whole filled cache once the windows are done
-            end = self.filled if rows is None else 0
-            self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-
-        def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if self.get_seq_length() > 0:
-                self._k, self._v = self._k[indices], self._v[indices]
-                self.keys, self.values = self._k[:, :, :self.filled], self._v[:, :, :self.filled]
-
-        def reorder_cache(self, beam_idx: torch.Tensor) -> None:
-            self.batch_select_indices(beam_idx.to(self._k.device) if self._k is not None else beam_idx)
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            if self.get_seq_length() > 0:
-                self.batch_select_indices(torch.arange(self._k.shape[0], device=self._k.device)
-                                          .repeat_interleave(repeats))
-
+    validation piece left 1.15 GB resident after it had finished)."""
     cache = DynamicCache(config=config)
-    n = len(cache.layers)
-    block: dict[str, torch.Tensor] = {}
-    cache.layers = [BufferLayer(i, n, block) for i in range(n)]
+    n, block = len(cache.layers), {}
+    cache.layers = [BufferLayer(i, n, block, capacity) for i in range(n)]
     return cache
 
 

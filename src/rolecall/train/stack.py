@@ -14,6 +14,7 @@ from rolecall.engines.hf import HFEngine
 from rolecall.engines.routed import RoutedEngine
 from rolecall.errors import UserError
 from rolecall.rundir.init_from import check_adapter, load_init, resolve_adapter
+from rolecall.train.memory import bound_heap
 from rolecall.policies.model import check_weights, resolve_model_dir
 from rolecall.policies.routing import Routing
 from rolecall.rewards.verifier import Verifier
@@ -59,6 +60,7 @@ class Stack:
 
 def build_stack(cfg: Config) -> Stack:
     """Everything a run holds, from the composition root's parts."""
+    bound_heap()  # before the model and the engine allocate (train.memory)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     parts = build_parts(cfg)
