@@ -14,8 +14,11 @@ from workflow_helpers import by_role, run, score_strict
 SMOLLM_PICKS = [
     ("2: 4", 2),  # candidate 2, whose answer is 4
     ("1: 6\n\nThe answer is 1: 6.", 1),
-    ("The final answer is 1, not 2, which is just 3 and 4, not 3.", 1),
 ]
+# A measured reply that was once read as candidate 1 (its first integer in range). It names 1,
+# 2 and 3; reading "1, not 2" as a pick of 1 needs a parse of negation this reader does not
+# make, and a first-integer rule also turned "1 and 2" into a pick of 1, so it is "several".
+SMOLLM_SEVERAL = "The final answer is 1, not 2, which is just 3 and 4, not 3."
 
 # --------------------------------------------------------------------------- picks
 
@@ -25,8 +28,12 @@ def test_plain_pick_reads_the_measured_replies(text, pick):
     assert read_pick(text, 3, "plain") == (pick, "plain")
 
 
-@pytest.mark.parametrize("text,pick", SMOLLM_PICKS)
-def test_boxed_default_ignores_plain_picks(text, pick):
+def test_a_measured_reply_naming_several_candidates_is_no_pick():
+    assert read_pick(SMOLLM_SEVERAL, 3, "plain") == (None, "several")
+
+
+@pytest.mark.parametrize("text", [t for t, _ in SMOLLM_PICKS] + [SMOLLM_SEVERAL])
+def test_boxed_default_ignores_plain_picks(text):
     assert read_pick(text, 3) == read_pick(text, 3, "boxed") == (None, "none")
 
 
@@ -56,7 +63,7 @@ def test_a_usable_box_wins_over_plain_text(text, expected):
     ("no number here", 3, None),
     ("9" * 5000 + " 2", 3, 2),         # a huge number is skipped, not converted
 ])
-def test_plain_pick_is_the_first_standalone_integer_in_range(text, n, pick):
+def test_plain_pick_is_the_one_standalone_integer_in_range(text, n, pick):
     assert plain_pick(text, n) == pick
 
 
@@ -70,7 +77,7 @@ def test_plain_pick_is_the_first_standalone_integer_in_range(text, n, pick):
     ("Not wrong, just slow.", True),
     ("Candidate 3 is right", True),
     ("Correct!", True),
-    ("The solution is wrong; the correct answer is 5.", False),  # the first word counts
+    ("The solution is wrong; the correct answer is 5.", False),  # "the correct answer is" is commentary
     ("CORRECT", True),
     ("It was done correctly", None),      # whole words only
     ("incorrectness", None),
@@ -153,6 +160,8 @@ def test_voting_plain_uses_the_plain_pick_and_records_its_form():
     m = build_workflow("voting", load_prompts("math"), {"role_format": "plain"}).metrics(eps)
     assert m["voting/aggregator_fallback"] == pytest.approx(1 / 3)  # 1 - the parsed share, either form
     assert m["voting/aggregator_plain"] == pytest.approx(1 / 3)
+    assert m["voting/aggregator_parsed"] == pytest.approx(2 / 3)
+    assert m["voting/aggregator_form/none"] == pytest.approx(1 / 3)
     assert m["voting/selection_acc"] == pytest.approx(1 / 3)
 
 

@@ -3,6 +3,7 @@ answer a verifier grades (`final_answer`, which reads `reward.answer_from`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _THINK_CLOSE = "</think>"
@@ -112,16 +113,38 @@ def first_verdict(text: str) -> bool | None:
 
 # `workflow.options.role_format`: how a workflow reads a decision (a pick, a verdict) out of a
 # role's reply. `boxed` (default): the papers' `\boxed{}` forms only. `plain`: the boxed form
-# first and, only when the reply holds no usable box, a plain-text form (`plain_pick`,
-# `plain_verdict`). A deviation from the papers, for small models that never write a box.
-# `read_pick` / `read_verdict` return (value, form), form "boxed", "plain" or "none".
+# first and, only when the reply holds no usable box, a plain-text form (`plain_pick_form`,
+# `plain_verdict_form`). A deviation from the papers, for small models that never write a box.
 ROLE_FORMATS = ("boxed", "plain")
+# The kind of reply `read_pick` reports beside the pick, so that a run can say what its
+# readings rest on. Only "boxed" and "plain" are picks; the rest name no single candidate:
+# "none" names no number in 1..n at all; "echo": the only such numbers are counts quoted from
+# the question ("Which of the 3 answers"); "value": the only such numbers are also candidates'
+# answers (`Your answer is 3`: the value 3, or candidate 3?); "several": it names more than one
+# candidate ("1 and 2", "either 1 or 3", "1, not 2"), or one beside a value that could be another.
+PICK_FORMS = ("boxed", "plain", "none", "echo", "value", "several")
+# `read_verdict`'s kinds: "several" is a reply with verdict words of both signs ("Correct ...
+# no, incorrect"), which no first-word rule can settle honestly.
+VERDICT_FORMS = ("boxed", "plain", "none", "several")
 # A standalone integer: ASCII digits not part of a word (`x2`, `2nd`) nor of a longer, signed,
 # decimal, fraction or grouped number (`12`, `-1`, `1.5`, `1/2`, `1,000`); `2:`, `2.`, `(2)` count.
 _STANDALONE_INT = re.compile(r"(?<![\w.,/-])[0-9]+(?!\w|[.,/][0-9])")
+# What makes an integer a candidate's number whatever else it could be: a word naming it
+# (`candidate 2`, `option #2`, `choice 2`), `#2`, `(2)` / `[2]`, or `2:` / `2)` opening a line
+# (the `k: text` listing a chooser is shown). Without one, an integer that equals a
+# candidate's answer is read as that value, not as a pick.
+_MARK_BEFORE = re.compile(r"(?:\b(?:candidate|option|choice)\s*(?:no\.?\s*|number\s*)?#?|#)\s*$", re.IGNORECASE)
+# A count, not a pick: the integer right before the plural of what is chosen among (`the 3
+# answers`, `2 candidates agree`), or right after `of the` / `all` / `these` (`which of the 3`).
+_COUNT_AFTER = re.compile(r"\s*(?:answers|candidates|options|choices|solutions|responses|replies)\b", re.IGNORECASE)
+_COUNT_BEFORE = re.compile(r"\b(?:of\s+the|of\s+these|of\s+those|all|these|those)\s+$", re.IGNORECASE)
 # A verdict word (whole words, any case: `incorrect` is never read as `correct`), with an
 # optional negation right before it (`not correct`, `isn't right`).
 _VERDICT_WORD = re.compile(r"(?:(\bnot|n['\u2019]t)\s+)?\b(correct|incorrect|right|wrong)\b", re.IGNORECASE)
+# "the correct answer is 5" says what the answer should be, not whether the judged one is right:
+# a verdict word inside it is commentary, not a verdict.
+_COMMENTARY = re.compile(r"\bthe\s+(?:correct|right)\s+(?:answer|solution|result|value|sum|total)\s*"
+                         r"(?:is\b|was\b|would\s+be\b|should\s+be\b|=|:)", re.IGNORECASE)
 
 
 def _check_role_format(role_format: str) -> None:
@@ -139,48 +162,111 @@ def boxed_pick(text: str, n: int) -> int | None:
     return k if 1 <= k <= n else None
 
 
-def plain_pick(text: str, n: int) -> int | None:
-    """The FIRST standalone integer in 1..n of `text` after any think block (integers outside
-    1..n are skipped), else None. First, not last: a pick leads and what follows it quotes the
-    candidates' values (SmolLM2-135M-Instruct writes `2: 4` for "candidate 2, whose answer is 4",
-    and `The final answer is 1, not 2, which is just 3 and 4, not 3.`)."""
-    for m in _STANDALONE_INT.finditer(strip_think(text)):
+def answer_values(answers: Sequence[str | None] | None) -> list[int | None]:
+    """Each candidate's answer as an integer (`"4"`, `"4.0"`, `"$1,234$"`), None where it is
+    none or no integer: the numbers a reply may state as a value rather than name as a candidate."""
+    out: list[int | None] = []
+    for a in answers or ():
+        try:
+            x = float((a or "").strip().strip("$").strip().replace(",", ""))
+        except ValueError:
+            x = None
+        out.append(int(x) if x is not None and x.is_integer() else None)
+    return out
+
+
+def _mention_kind(text: str, start: int, end: int, values: list[int | None]) -> str:
+    """How one standalone integer in 1..n of `text` (at start:end) reads: "mark" (a candidate
+    whatever its value), "echo" (a count), "value" (a candidate's answer) or "name"."""
+    before = text[max(0, start - 60):start]  # enough for any marker or count phrase
+    line_start = not text[text.rfind("\n", 0, start) + 1:start].strip(" \t*_>`-")
+    wrapped = text[start - 1:start] in ("(", "[") and text[end:end + 1] in (")", "]")
+    if _MARK_BEFORE.search(before) or wrapped or (line_start and text[end:end + 1] in (":", ")")):
+        return "mark"
+    if _COUNT_AFTER.match(text, end) or _COUNT_BEFORE.search(before):
+        return "echo"
+    return "value" if int(text[start:end]) in values else "name"
+
+
+def plain_pick_form(text: str, n: int, answers: Sequence[str | None] | None = None) -> tuple[int | None, str]:
+    """(pick, kind) from the plain text of `text` after any think block: a pick only when it
+    names exactly one candidate number in 1..n (kind "plain"), else None with the kind that
+    says why ("none", "echo", "value", "several"; see `PICK_FORMS`).
+
+    Each standalone integer in 1..n is a mention (others are skipped: `12 apples, so 2` names
+    2). A marked one (`candidate 2`, `#2`, `(2)`, `2:` opening a line) names its candidate; an
+    unmarked one names it unless it is a count (`of the 3 answers`) or, when `answers` (the
+    candidates' final answers) is given, equal to one of them (`Your answer is 3`). Such a
+    value beside a named candidate is read as quoting it only when it is the answer of a
+    candidate named by a mark (`2: 4`, candidate 2's answer being 4); any other could be a
+    second candidate (`either 1 or 3`, 3 being a value too), so the reply is "several". Mentions
+    of two or more different candidates are "several", however they are worded ("1, not 2"):
+    this reader does not parse negation or preference. A lone `2` is an unmarked mention.
+    """
+    text = strip_think(text)
+    values, mentions = answer_values(answers), []
+    for m in _STANDALONE_INT.finditer(text):
         digits = m.group(0)
         if len(digits) <= 9 and 1 <= int(digits) <= n:  # short: int() of 5,000 digits raises
-            return int(digits)
-    return None
+            mentions.append((int(digits), _mention_kind(text, m.start(), m.end(), values)))
+    names = {k for k, kind in mentions if kind in ("mark", "name")}
+    quoted = {values[k - 1] for k, kind in mentions if kind == "mark" and k <= len(values)}
+    unsure = {k for k, kind in mentions if kind == "value" and k not in names | quoted}
+    if len(names) == 1 and not unsure:
+        return names.pop(), "plain"
+    if names:
+        return None, "several"
+    kinds = {kind for _, kind in mentions}
+    return None, next((k for k in ("value", "echo") if k in kinds), "none")
 
 
-def read_pick(text: str, n: int, role_format: str = "boxed") -> tuple[int | None, str]:
-    """(pick in 1..n or None, form): `boxed_pick`, then under `plain` `plain_pick`."""
+def plain_pick(text: str, n: int, answers: Sequence[str | None] | None = None) -> int | None:
+    """The candidate `text` names unambiguously in plain text (`plain_pick_form`), else None."""
+    return plain_pick_form(text, n, answers)[0]
+
+
+def read_pick(text: str, n: int, role_format: str = "boxed",
+              answers: Sequence[str | None] | None = None) -> tuple[int | None, str]:
+    """(pick in 1..n or None, kind in `PICK_FORMS`): `boxed_pick` ("boxed"), then under `plain`
+    `plain_pick_form`; under `boxed` a reply without a usable box is "none". `answers`, the
+    candidates' final answers, lets a plain reading tell a stated value from a pick."""
     _check_role_format(role_format)
     k = boxed_pick(text, n)
     if k is not None:
         return k, "boxed"
-    if role_format == "plain" and (k := plain_pick(text, n)) is not None:
-        return k, "plain"
+    if role_format == "plain":
+        return plain_pick_form(text, n, answers)
     return None, "none"
 
 
+def plain_verdict_form(text: str) -> tuple[bool | None, str]:
+    """(verdict, kind) from the words correct / right (True) and incorrect / wrong (False) in
+    `text` after any think block, whole words, any case. A `not` or `n't` right before a word
+    negates it (`not correct` / `isn't right` are False, `not wrong` True); a word inside "the
+    correct answer is ..." is commentary and skipped. All words agreeing: (that verdict,
+    "plain"); words of both signs: (None, "several"); no word: (None, "none"). A heuristic:
+    "Right, let me check" reads as True."""
+    text = strip_think(text)
+    skip = [m.span() for m in _COMMENTARY.finditer(text)]
+    signs = {(m.group(2).lower() in ("correct", "right")) != bool(m.group(1))
+             for m in _VERDICT_WORD.finditer(text) if not any(a <= m.start(2) < b for a, b in skip)}
+    if len(signs) == 1:
+        return signs.pop(), "plain"
+    return None, "several" if signs else "none"
+
+
 def plain_verdict(text: str) -> bool | None:
-    """The first of the words correct / right (True) and incorrect / wrong (False) in `text`
-    after any think block, whole words, any case; None when there is none. A `not` or `n't`
-    right before the word negates it: `not correct` / `isn't right` are False, `not wrong` True.
-    First, as `first_verdict`: the verdict opens a review; later mentions ("the correct answer
-    is ...") are commentary. A heuristic: "Right, let me check" reads as True."""
-    m = _VERDICT_WORD.search(strip_think(text))
-    if m is None:
-        return None
-    positive = m.group(2).lower() in ("correct", "right")
-    return positive != bool(m.group(1))
+    """The verdict `text` gives unambiguously in plain words (`plain_verdict_form`), else None."""
+    return plain_verdict_form(text)[0]
 
 
 def read_verdict(text: str, role_format: str = "boxed") -> tuple[bool | None, str]:
-    """(verdict or None, form): `first_verdict`, then under `plain` `plain_verdict`."""
+    """(verdict or None, kind in `VERDICT_FORMS`): `first_verdict` ("boxed"), then under `plain`
+    `plain_verdict_form`; under `boxed` a reply without a verdict box is "none"."""
     _check_role_format(role_format)
     v = first_verdict(text)
     if v is not None:
         return v, "boxed"
-    if role_format == "plain" and (v := plain_verdict(text)) is not None:
-        return v, "plain"
+    if role_format == "plain":
+        return plain_verdict_form(text)
     return None, "none"

@@ -168,10 +168,11 @@ def role_format_option(value: Any) -> str:
 
 def form_rates(key: str, forms: list[str]) -> dict[str, float]:
     """Under `role_format: plain`, the share of a role's parsed turns (`<key>_parsed`, either
-    form) and of those read from plain text (`<key>_plain`); {} when there are none."""
+    form) and of those read from plain text (`<key>_plain`); {} when there are none. Only
+    "boxed" and "plain" are parsed: the readers' other kinds ("none", "several", ...) gave nothing."""
     if not forms:
         return {}
-    return {f"{key}_parsed": sum(f != "none" for f in forms) / len(forms),
+    return {f"{key}_parsed": sum(f in ("boxed", "plain") for f in forms) / len(forms),
             f"{key}_plain": sum(f == "plain" for f in forms) / len(forms)}
 
 

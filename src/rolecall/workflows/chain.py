@@ -21,8 +21,8 @@ refiner that fixes drafts from one that copies them:
 - `chain/verdict_acc`: the verifier's verdict matched the draft's grade (unparseable = wrong).
 
 `role_format: plain` (a deviation from the boxed verdict, for small models that never box)
-also reads the verdict from plain text when the critique has no verdict box: its first word
-correct / right / incorrect / wrong (`parsing.plain_verdict`); `team.info["verifier_form"]`
+also reads the verdict from plain text when the critique has no verdict box: its words
+correct / right / incorrect / wrong when they agree (`parsing.plain_verdict_form`); `team.info["verifier_form"]`
 says which form gave it, and `chain/verifier_parsed` / `chain/verifier_plain` are logged.
 `format_penalty` (per-role format credit, also a deviation): a verifier turn with no verdict
 earns its reward (the outcome, or its `per_role` credit) less the penalty.

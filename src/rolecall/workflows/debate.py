@@ -31,7 +31,7 @@ train one debater against frozen peers).
 
 `role_format: plain` (a deviation from the boxed verdict, for small models that never box)
 also reads the scorer's verdict (`peer_scores: scorer`) from plain text when its reply has no
-verdict box: its first word correct / right / incorrect / wrong (`parsing.plain_verdict`);
+verdict box: its words correct / right / incorrect / wrong when they agree (`parsing.plain_verdict_form`);
 `team.info["scorer_forms"]` records the form of every scorer call. The final majority still
 counts boxed answers only (an answer's plain reading is the verifier's `reward.answer_from`).
 `format_penalty` (per-role format credit, also a deviation): a scorer turn with no verdict

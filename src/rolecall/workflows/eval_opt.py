@@ -11,12 +11,15 @@ All generator calls share the slot `generator` and all evaluator calls the slot 
 With `evaluator_reward`, each evaluator turn is rewarded for a verdict that matches the
 truth (Correct on a solution the verifier accepts, Incorrect on one it rejects; an
 unparseable verdict earns 0) instead of the episode's outcome; generator turns keep the
-outcome. `eval_opt/evaluator_accuracy` is logged either way.
+outcome. `eval_opt/evaluator_accuracy` is logged either way, beside
+`eval_opt/rule_always_correct_acc`: how often a judge that always says Correct would have been
+right on the same calls (the share of judged solutions the verifier accepts).
 
 `role_format: plain` (a deviation from the paper, for small models that never box) also reads
-a verdict from plain text when a review has no verdict box: its first word correct / right /
-incorrect / wrong (`parsing.plain_verdict`); `team.info["evaluator_forms"]` says, per evaluator
-call, which form gave the verdict. `format_penalty` (per-role format credit, also a
+a verdict from plain text when a review has no verdict box: its words correct / right /
+incorrect / wrong, when they all agree (`parsing.plain_verdict_form`; words of both signs are
+no verdict); `team.info["evaluator_forms"]` says, per evaluator call, which kind of reply it
+was (`parsing.VERDICT_FORMS`). `format_penalty` (per-role format credit, also a
 deviation): an evaluator turn with no verdict earns its reward (the outcome, or its
 `evaluator_reward`) less the penalty.
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 from statistics import fmean
 
 from rolecall.diagnostics.trajectory import verdict_form
-from rolecall.parsing import read_verdict
+from rolecall.parsing import VERDICT_FORMS, read_verdict
 from rolecall.types import Episode, Problem
 from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, format_penalty_option, positive_int_option,
                                      role_format_option, user)
@@ -81,7 +84,11 @@ class EvalOpt(Workflow):
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         right = [r for ep in episodes for r in _verdicts_right(ep) if r is not None]
-        out = {"eval_opt/evaluator_accuracy": fmean(right) if right else float("nan")}
+        # The same calls as `right`: those whose judged solution the verifier could score.
+        truth = [r == 1.0 for ep in episodes for _, r in zip(ep.info.get("verdicts", []), ep.grades("judged"))
+                 if r is not None]
+        out = {"eval_opt/evaluator_accuracy": fmean(right) if right else float("nan"),
+               "eval_opt/rule_always_correct_acc": fmean(truth) if truth else float("nan")}
         # The first round alone (the paper's iteration-1 breakdown): the evaluator's form and
         # verdict on the first solution, and whether that first solution hit the token cap.
         firsts = [(ts[0], ep) for ep in episodes if (ts := _evaluator_turns(ep))]
@@ -97,8 +104,10 @@ class EvalOpt(Workflow):
             out["eval_opt/iter1_generator_truncated"] = fmean(t.truncated for t in gens)
         rounds = [sum(t.role == "generator" for t in ep.turns) for ep in episodes]
         out["eval_opt/generator_calls"] = fmean(rounds) if rounds else float("nan")
-        if self.role_format == "plain":  # per evaluator call, every round
-            out.update(form_rates("eval_opt/evaluator", [f for ep in episodes for f in ep.info.get("evaluator_forms", [])]))
+        forms = [f for ep in episodes for f in ep.info.get("evaluator_forms", [])]
+        if self.role_format == "plain" and forms:  # per evaluator call, every round
+            out.update(form_rates("eval_opt/evaluator", forms))
+            out.update({f"eval_opt/evaluator_form/{k}": fmean(f == k for f in forms) for k in VERDICT_FORMS})
         return out
 
 

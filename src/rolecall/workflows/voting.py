@@ -9,10 +9,20 @@ whenever majority vote beats its own picks: measured on the embedded model, the 
 learned to emit newlines within ten steps. The fallback is recorded in `team.info`.
 
 `role_format: plain` (a deviation from the paper, for small models that never box) also reads
-the pick from plain text when the reply has no usable box: its first standalone integer in
-1..n (`parsing.plain_pick`); `team.info["aggregator_form"]` says which form gave it.
+the pick from plain text when the reply has no usable box, only when it names exactly one
+candidate (`parsing.plain_pick_form`): a count echoed from the question, a number that is also
+a candidate's answer, or several candidates named are no pick. `team.info["aggregator_form"]`
+says which kind of reply it was (`parsing.PICK_FORMS`). The candidates' answers it is given,
+recorded as `team.info["candidate_answers"]`, are each candidate's last box, else its last
+plain number (`final_answer(..., "boxed_or_last_number")`): the values a reply could be stating,
+read the same way whatever `reward.answer_from` is, since the workflow does not see it.
 `format_penalty` (another deviation, per-role format credit): an aggregator turn whose reply
 named no candidate earns the outcome less the penalty, since the fallback, not it, picked.
+
+`metrics` sets the aggregator beside trivial rules on the same episodes (those where some
+candidate was right): `voting/rule_first_acc` (always candidate 1) and
+`voting/rule_majority_acc` (the most common of `candidate_answers`, ties to the lowest index,
+candidate 1 when none has one), so that `voting/selection_acc` shows what the aggregator adds.
 
 `aggregator: majority` replaces the LLM aggregator by a plain majority vote over the boxed
 answers (self-consistency, from "Self-Consistency Improves Chain of Thought Reasoning in
@@ -24,7 +34,7 @@ import asyncio
 from collections import Counter
 from statistics import fmean
 
-from rolecall.parsing import boxed_pick, last_boxed, read_pick
+from rolecall.parsing import PICK_FORMS, boxed_pick, final_answer, last_boxed, read_pick
 from rolecall.types import Episode, Problem
 from rolecall.workflows.base import Team, Workflow, format_penalty_option, positive_int_option, role_format_option, user
 
@@ -36,12 +46,18 @@ def parse_choice(text: str, n: int) -> int | None:
 
 def majority_choice(candidates: list[str]) -> int:
     """Deterministic fallback: the 1-based index of the first candidate with the most common box."""
-    boxes = [None if (b := last_boxed(c)) is None else "".join(b.split()) for c in candidates]
-    counts = Counter(b for b in boxes if b is not None)
+    return majority_index([last_boxed(c) for c in candidates])
+
+
+def majority_index(answers: list[str | None]) -> int:
+    """The 1-based index of the first of the most common answers (whitespace ignored); None
+    never wins, and when every answer is None it is candidate 1."""
+    keys = [None if a is None else "".join(a.split()) for a in answers]
+    counts = Counter(k for k in keys if k is not None)
     if not counts:
         return 1
     top = max(counts.values())
-    return next(i + 1 for i, b in enumerate(boxes) if b is not None and counts[b] == top)
+    return next(i + 1 for i, k in enumerate(keys) if k is not None and counts[k] == top)
 
 
 class Voting(Workflow):
@@ -69,13 +85,15 @@ class Voting(Workflow):
         ask = [user(self.render("generator", problem=problem.prompt))]
         candidates = list(await asyncio.gather(*(
             team.call("generator", ask, slot=f"generator{i}") for i in range(self.n_voters))))
+        answers = [final_answer(c, "boxed_or_last_number").text for c in candidates]
+        team.info["candidate_answers"] = answers  # what a plain pick must not be, and the majority rule's votes
         if self.aggregator == "majority":
             choice = majority_choice(candidates)
         else:
             listing = "\n".join(f"{i + 1}: {c.strip()}" for i, c in enumerate(candidates))
             pick = await team.call("aggregator", [user(self.render(
                 "aggregator", problem=problem.prompt, candidates=listing, n=self.n_voters))])
-            choice, form = read_pick(pick, self.n_voters, self.role_format)
+            choice, form = read_pick(pick, self.n_voters, self.role_format, answers=answers)
             team.info["aggregator_fallback"] = choice is None
             if choice is None:
                 self.missed_format(team, pick)
@@ -89,10 +107,11 @@ class Voting(Workflow):
         return candidates[choice - 1]
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
-        """pass@k over the candidates, how often the pick was right when some candidate was,
-        and how often the aggregator's reply named no candidate (the fallback was used); under
-        `role_format: plain`, how often the pick came from plain text."""
-        oracle, picked_right = [], []
+        """pass@k over the candidates; how often the pick was right when some candidate was, and
+        how often the trivial rules (always the first, the majority) were on those episodes; how
+        often the aggregator's reply named no candidate (the fallback was used); under
+        `role_format: plain`, the share of each kind of reply (`parsing.PICK_FORMS`)."""
+        oracle, picked_right, first_right, majority_right = [], [], [], []
         for ep in episodes:
             right = [r == 1.0 for r in ep.grades("candidates")]
             if not right:
@@ -100,13 +119,20 @@ class Voting(Workflow):
             oracle.append(any(right))
             if any(right):
                 picked_right.append(right[ep.info["selected"] - 1])
+                first_right.append(right[0])
+                if (answers := ep.info.get("candidate_answers")) is not None:
+                    majority_right.append(right[majority_index(answers) - 1])
         if not oracle:
             return {}
-        out = {"voting/pass_at_k": fmean(oracle),
-               "voting/selection_acc": fmean(picked_right) if picked_right else float("nan")}
+        out = {"voting/pass_at_k": fmean(oracle)}
+        for key, hits in (("selection_acc", picked_right), ("rule_first_acc", first_right),
+                          ("rule_majority_acc", majority_right)):
+            out[f"voting/{key}"] = fmean(hits) if hits else float("nan")
         if self.aggregator == "llm":
             out["voting/aggregator_fallback"] = fmean(bool(ep.info.get("aggregator_fallback")) for ep in episodes)
-            if self.role_format == "plain":  # the same `<role>_parsed` name as the other workflows' parsed roles
-                out["voting/aggregator_parsed"] = 1.0 - out["voting/aggregator_fallback"]
-                out["voting/aggregator_plain"] = fmean(ep.info.get("aggregator_form") == "plain" for ep in episodes)
+            forms = [ep.info["aggregator_form"] for ep in episodes if "aggregator_form" in ep.info]
+            if self.role_format == "plain" and forms:  # `<role>_parsed`, as the other workflows' parsed roles
+                out["voting/aggregator_parsed"] = fmean(f in ("boxed", "plain") for f in forms)
+                out["voting/aggregator_plain"] = fmean(f == "plain" for f in forms)
+                out.update({f"voting/aggregator_form/{k}": fmean(f == k for f in forms) for k in PICK_FORMS})
         return out
