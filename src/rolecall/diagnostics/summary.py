@@ -2,11 +2,14 @@
 
 From "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and Policy-Sharing Tradeoffs":
 
-- Table 2: per role and per policy, the peak-over-first-step ratio of token χ², training perplexity and
-  adapter grad norm, and the step at which χ² peaks.
+- Table 2: per role and per policy, the ratio of token χ², training perplexity and adapter grad
+  norm at their peak over their first measurable value (the first at or above the statistic's
+  floor, `FLOORS`), and the step at which χ² peaks.
 - Fig. 5: per role and per policy, the run's maximum χ², maximum grad norm and entropy collapse depth
   (first entropy minus the minimum).
-- The validation curve: base (step 0), peak, final, and the cliff from peak to final.
+- The validation curve: base (step 0), peak, final, peak minus final (`cliff`), and the deepest
+  fall below an earlier peak (`fall`, from `fall_from_step` to `fall_step`): a cliff is a fall
+  of the run's `alarms.cliff_margin` or more.
 - Alarm counts and the last training step.
 - Why the run stopped early (`stopped`: the deadline or the early stop below the peak; null otherwise).
 
@@ -24,8 +27,14 @@ from rolecall.diagnostics.metrics_log import read_metrics
 from rolecall.fsio import write_atomic
 
 RATIO_METRICS = ("chi2_token", "training_ppl", "grad_norm")
-ZERO = 1e-6  # a first value at or below this is on-policy noise around 0: no ratio
-ON_POLICY_NOTE = "first value ~0 (on-policy): ratio undefined"
+# Table 2 divides a statistic's peak by its first *measurable* value: the first at or above its
+# floor. Below the floor a value is noise around zero, and a ratio over it measures the noise
+# (on-policy χ² is ~1e-9 in float32, which once printed as a 123,260x "amplification"). χ²'s
+# floor is above the sampler/trainer mismatch of bfloat16 rollouts (measured up to 7e-3 a token
+# on the real tier); a grad norm below 1e-6 is a step whose advantages were all zero; a
+# perplexity is at least 1, always measurable.
+FLOORS = {"chi2_token": 1e-2, "training_ppl": 0.0, "grad_norm": 1e-6}
+NOT_MEASURABLE = "never at or above its floor: not measurable"
 
 
 def _num(v) -> float | None:
@@ -61,19 +70,23 @@ def _entities(rows: list[dict], kind: str) -> list[str]:
     return list(seen)
 
 
-def _ratio_stats(pts: list[tuple[int, float]]) -> dict:
+def _ratio_stats(pts: list[tuple[int, float]], floor: float) -> dict:
+    """first and peak values, and peak over the first value at or above `floor` (`base`, at
+    `base_step`); no ratio, and a note, when no value reaches the floor."""
     first = pts[0][1] if pts else None
     peak, peak_step = _peak(pts)
-    out = {"first": first, "peak": peak, "peak_step": peak_step, "ratio": None}
-    if first is not None and first <= ZERO:
-        out["ratio_note"] = ON_POLICY_NOTE
-    elif first is not None:
-        out["ratio"] = peak / first
+    base_step, base = next(((s, v) for s, v in pts if v >= floor and v > 0), (None, None))
+    out = {"first": first, "peak": peak, "peak_step": peak_step, "floor": floor, "base": base,
+           "base_step": base_step, "ratio": None}
+    if pts and base is None:
+        out["ratio_note"] = NOT_MEASURABLE
+    elif base is not None:
+        out["ratio"] = peak / base
     return out
 
 
 def _table2(rows: list[dict], prefix: str) -> dict:
-    out = {m: _ratio_stats(_series(rows, f"{prefix}/{m}")) for m in RATIO_METRICS}
+    out = {m: _ratio_stats(_series(rows, f"{prefix}/{m}"), FLOORS[m]) for m in RATIO_METRICS}
     out["chi2_peak_step"] = out["chi2_token"]["peak_step"]
     return out
 
@@ -85,12 +98,28 @@ def _amplitude(rows: list[dict], prefix: str) -> dict:
             "entropy_collapse": entropy[0] - min(entropy) if entropy else None}
 
 
+def _fall(pts: list[tuple[int, float]]) -> dict:
+    """The deepest fall of the curve below an earlier peak: how far (`fall`), from which step's
+    peak (`fall_from_step`) to which step (`fall_step`). Peak minus final misses a run that fell
+    and then partly recovered (0.80 -> 0.55 -> 0.75 is a 0.25 fall, not 0.05)."""
+    if not pts:
+        return {"fall": None, "fall_from_step": None, "fall_step": None}
+    best = pts[0]
+    out = {"fall": 0.0, "fall_from_step": None, "fall_step": None}
+    for step, value in pts:
+        if value > best[1]:
+            best = (step, value)
+        elif best[1] - value > out["fall"]:
+            out = {"fall": best[1] - value, "fall_from_step": best[0], "fall_step": step}
+    return out
+
+
 def _accuracy(rows: list[dict]) -> dict:
     pts = _series(rows, "val/accuracy")
     peak, peak_step = _peak(pts)
     final_step, final = pts[-1] if pts else (None, None)
     return {"base": next((v for s, v in pts if s == 0), None), "peak": peak, "peak_step": peak_step,
-            "final": final, "final_step": final_step, "cliff": peak - final if pts else None}
+            "final": final, "final_step": final_step, "cliff": peak - final if pts else None, **_fall(pts)}
 
 
 def _stopped(rows: list[dict]) -> dict | None:

@@ -48,9 +48,16 @@ def steps(s: Spread) -> str:
     return spread(s, spec=".0f")
 
 
-def cliffs(k_n: tuple[int, int]) -> str:
-    k, n = k_n
-    return DASH if n == 0 else ("yes" if k else "no") if n == 1 else f"{k}/{n} seeds"
+def cliffs(row: dict) -> str:
+    """Whether the runs fell off a cliff (a fall below an earlier peak of at least the margin),
+    with the deepest fall in points and, for the runs that did, the step it reached."""
+    k, n = row["cliffs"]
+    if n == 0:
+        return DASH
+    head = ("yes" if k else "no") if n == 1 else f"{k}/{n} seeds"
+    fall = f"fall {spread(row['fall'], 100)} pp" if row["fall"].n else ""
+    at = f" at step {steps(row['fall_step'])}" if k and row["fall_step"].n else ""
+    return f"{head} (margin {100 * row['margin']:.0f} pp; {fall}{at})" if fall else head
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -71,7 +78,7 @@ def table1_rows(g: GridData) -> tuple[list[str], list[list[str]]]:
              f"{len(row['runs'])}/{row['cells']}", pct(row["base"]), pct(row["sa_rl"]), pct(row["workflow_base"]),
              pct(row["peak"]), steps(row["peak_step"]), pct(row["final"]),
              spread(row["residual"], 100, sign=True) if row["kind"] == "run" else DASH,
-             cliffs(row["cliffs"]), row["alarms"] or DASH] for row in tables.table1(g)]
+             cliffs(row), row["alarms"] or DASH] for row in tables.table1(g)]
     return head, body
 
 
@@ -81,8 +88,8 @@ def table2_rows(g: GridData) -> tuple[list[str], list[list[str]]]:
     body = []
     for row in tables.table2(g):
         chi2 = spread(row["chi2"], spec=".2f", suffix="×")
-        if row["on_policy"] and not row["chi2"].n:
-            chi2 = "first ≈ 0"
+        if row["not_measurable"]:  # seeds whose χ² never reached its floor have no ratio
+            chi2 = "not measurable" if not row["chi2"].n else f"{chi2}; not measurable in {row['not_measurable']}"
         body.append([*row["setting"], *_method_cells(g, row), row["entity"], chi2,
                      spread(row["ppl"], spec=".2f", suffix="×"), spread(row["grad"], spec=".2f", suffix="×"),
                      steps(row["chi2_step"])])
@@ -137,10 +144,12 @@ SECTIONS = [
     ("Table 1: validation accuracy (%)", "table1",
      "Peak validation accuracy per cell; base = the setting's base-model evaluation (single agent, no training), "
      "SA-RL = the single-agent RL control's peak, step 0 = the untrained workflow; Δ vs SA-RL = peak minus the "
-     "control's peak of the same seed; cliff = peak − final ≥ the run's alarms.cliff_margin."),
+     "control's peak of the same seed; cliff = the validation accuracy fell at least the run's "
+     "alarms.cliff_margin below an earlier peak (the deepest such fall, in points, and the step it reached)."),
     ("Table 2: per-role peak-over-first ratios", "table2",
-     "Token χ², training perplexity and grad norm: peak over first logged value, per role and per policy; "
-     "χ² first ≈ 0 (on-policy) has no ratio."),
+     "Token χ², training perplexity and grad norm: peak over the first value at or above the statistic's floor "
+     "(χ² 0.01, grad norm 1e-6; below it a value is noise around zero), per role and per policy; a statistic "
+     "that never reached its floor is not measurable and has no ratio."),
     ("Figure 2: accuracy gain over the base model", "fig2", "Peak minus the run's own step-0 accuracy."),
     ("Figure 3: Isolated- vs Shared-Policy peak", "fig3", "Cells that differ only in routing."),
     ("Figure 5: training-side instability amplitude", "fig5",

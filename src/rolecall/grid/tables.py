@@ -5,10 +5,12 @@ Tradeoffs", per setting (the grid's setting axes) and method (its method axes):
 
 - Table 1: base-model accuracy (the setting's base evaluation), the single-agent RL control's
   peak, each method's step-0 (workflow base), peak, peak step and final validation accuracy,
-  the residual peak minus the control's peak (paired by seed), the cliff flag (peak − final ≥
-  the run's `alarms.cliff_margin`) and the alarms fired, per role;
-- Table 2: per role and per policy, the peak-over-first ratios of token χ², training
-  perplexity and grad norm, and the step of the χ² peak (from each run's summary.json);
+  the residual peak minus the control's peak (paired by seed), the cliff flag (the deepest fall
+  below an earlier peak ≥ the run's `alarms.cliff_margin`), that fall and its step, and the
+  alarms fired, per role;
+- Table 2: per role and per policy, the ratios of token χ², training perplexity and grad norm
+  at their peak over their first measurable value (see `diagnostics.summary.FLOORS`), and the
+  step of the χ² peak (from each run's metric rows);
 - Fig. 2: peak minus the run's own step-0 accuracy (the untrained workflow);
 - Fig. 3: Isolated- vs Shared-Policy peak on cells that differ only in routing;
 - Fig. 5: the run's maximum χ², maximum grad norm and entropy collapse, each the largest over
@@ -83,7 +85,9 @@ class RunData:
 
     @property
     def cliff(self) -> bool | None:
-        c = self.acc("cliff")
+        """A fall below an earlier peak of `cliff_margin` or more (a summary older than the
+        `fall` statistic: peak minus final)."""
+        c = self.acc("fall") if "fall" in (self.summary.get("accuracy") or {}) else self.acc("cliff")
         return None if c is None else c >= self.cliff_margin - 1e-12
 
     def amplitude(self, stat: str) -> float | None:
@@ -114,13 +118,15 @@ def _read_run(out: Path, cell: dict) -> RunData:
     for ev in rows:
         if ev.get("event") == "alarm":
             run.alarms[(ev.get("role") or "run", str(ev.get("alarm")))] += 1
-    if summary_path.is_file():
-        run.summary = json.loads(summary_path.read_text("utf-8"))
-    elif metrics.is_file():
+    # The summary is a function of the metric rows: recomputed from them where they are, so a run
+    # summarized by an older rolecall is read by today's rules (the cliff, the ratios' floors).
+    if metrics.is_file():
         from rolecall.diagnostics.summary import summarize
         from rolecall.diagnostics.metrics_log import read_metrics
 
         run.summary = summarize(read_metrics(metrics)[0])
+    elif summary_path.is_file():
+        run.summary = json.loads(summary_path.read_text("utf-8"))
     return run
 
 
@@ -197,6 +203,9 @@ def table1(g: GridData) -> list[dict]:
                          "final": Spread.of(r.acc("final") for r in runs_),
                          "residual": Spread.of(resid),
                          "cliffs": (sum(bool(r.cliff) for r in runs_), sum(r.cliff is not None for r in runs_)),
+                         "fall": Spread.of(r.acc("fall") for r in runs_),
+                         "fall_step": Spread.of(r.acc("fall_step") for r in runs_ if r.cliff),
+                         "margin": runs_[0].cliff_margin if runs_ else CLIFF_MARGIN,
                          "alarms": _alarm_text(runs_)})
     return rows
 
@@ -222,8 +231,9 @@ def table2(g: GridData) -> list[dict]:
                 row = {"setting": setting, "method": method, "kind": kind, "runs": runs_,
                        "entity": f"{'role' if group == 'roles' else 'policy'} {ent}",
                        "chi2_step": Spread.of(s.get("chi2_peak_step") for s in stats),
-                       "on_policy": sum((s.get(RATIOS["chi2"]) or {}).get("first") is not None
-                                        and (s.get(RATIOS["chi2"]) or {}).get("ratio") is None for s in stats)}
+                       # runs whose χ² was logged but never reached its floor: no ratio to average
+                       "not_measurable": sum((s.get(RATIOS["chi2"]) or {}).get("first") is not None
+                                             and (s.get(RATIOS["chi2"]) or {}).get("ratio") is None for s in stats)}
                 for short, metric in RATIOS.items():
                     row[short] = Spread.of((s.get(metric) or {}).get("ratio") for s in stats)
                 rows.append(row)
@@ -273,7 +283,8 @@ def per_run(g: GridData) -> list[dict]:
         resid = (r.acc("peak") - c.acc("peak")) if c and r.acc("peak") is not None and c.acc("peak") is not None else None
         rows.append({**{a["name"]: r.labels.get(a["name"], "") for a in g.axes}, "cell": r.name, "kind": r.kind,
                      "status": r.status, "ip_sp": {"isolated": "IP", "shared": "SP"}.get(r.routing, r.routing),
-                     **{k: r.acc(k) for k in ("base", "peak", "peak_step", "final", "final_step", "cliff")},
+                     **{k: r.acc(k) for k in ("base", "peak", "peak_step", "final", "final_step", "cliff", "fall",
+                                              "fall_from_step", "fall_step")},
                      "cliff_flag": r.cliff, "residual_vs_control": resid,
                      **{stat: r.amplitude(stat) for stat in AMPLITUDES},
                      "alarms": _alarm_text([r]), "error": r.error or ""})

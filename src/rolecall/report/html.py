@@ -185,7 +185,9 @@ class Page:
             acc = s["accuracy"]
             line = (f"base {_fmt(acc['base'], '.3f')} · peak {_fmt(acc['peak'], '.3f')} @ step {_fmt(acc['peak_step'])}"
                     f" · final {_fmt(acc['final'], '.3f')} @ step {_fmt(acc['final_step'])}"
-                    f" · cliff {_fmt(acc['cliff'], '.3f')}") if acc["peak"] is not None else "no validation logged"
+                    + (f" · deepest fall {_fmt(acc['fall'], '.3f')} (step {acc['fall_from_step']} → {acc['fall_step']})"
+                       if acc.get("fall") else " · no fall after a peak")) if acc["peak"] is not None \
+                else "no validation logged"
             html.append(f'<p class="caption"><span class="swatch" style="background:{color}"></span>'
                         f"<strong>{e(name)}</strong> · val/accuracy: {line}</p>")
             body = []
@@ -234,12 +236,15 @@ def _fmt(v, spec: str = ".3g") -> str:
 
 
 def _ratio_cell(m: dict) -> str:
-    """peak / first, the two values and the peak step on hover; on-policy χ² (first ≈ 0) has no ratio."""
+    """peak over the first measurable value (at or above the statistic's floor), the values and
+    steps on hover; a statistic that never reached its floor has no ratio."""
     if m["first"] is None:
         return '<td class="num">—</td>'
-    hover = e(f"first {_fmt(m['first'])} → peak {_fmt(m['peak'])} at step {m['peak_step']}"
+    base = f" (first ≥ {_fmt(m['floor'])}: {_fmt(m['base'])} at step {m['base_step']})" \
+        if m.get("base") is not None and m["base"] != m["first"] else ""
+    hover = e(f"first {_fmt(m['first'])}{base} → peak {_fmt(m['peak'])} at step {m['peak_step']}"
               + (f"; {m['ratio_note']}" if "ratio_note" in m else ""))
-    text = f"{m['ratio']:.2f}×" if m["ratio"] is not None else "first ≈ 0"
+    text = f"{m['ratio']:.2f}×" if m["ratio"] is not None else "not measurable"
     return f'<td class="num" title="{hover}">{text}</td>'
 
 
@@ -281,10 +286,12 @@ dashed: the base model (step-0 validation){"; grey: the single-agent RL control"
 (paper Fig. 6): a multi-slot role climbing while the others stay near 1 is gradient amplification.</p>
 {page.diagnostics()}</section>
 <section><h2>Paper statistics</h2>
-<p class="caption">Per role, then per policy (the statistics of each run's summary.json): peak-over-first-step ratios of token χ²,
-training perplexity and grad norm and the step of the χ² peak (paper Table 2); the run's maximum χ² and grad norm and its
-entropy collapse, first entropy minus the minimum (paper Fig. 5). Hover a ratio for its first and peak values; an
-on-policy role whose first χ² is ≈ 0 has no ratio. Validation: base (step 0), peak, final, and cliff = peak − final.</p>
+<p class="caption">Per role, then per policy (the statistics of each run's summary.json): peak-over-first ratios of token χ²,
+training perplexity and grad norm and the step of the χ² peak (paper Table 2), each peak over the first value at or
+above the statistic's floor (χ² 0.01, grad norm 1e-6: below it a value is noise around zero); the run's maximum χ² and
+grad norm and its entropy collapse, first entropy minus the minimum (paper Fig. 5). Hover a ratio for its values; a
+statistic that never reached its floor is "not measurable". Validation: base (step 0), peak, final, and the deepest
+fall below an earlier peak.</p>
 {page.stats()}</section>
 <section><h2>Completion length per role</h2>
 <p class="caption">Median completion length in tokens, shaded up to the 95th percentile.</p>
