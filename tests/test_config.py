@@ -165,3 +165,34 @@ def test_ray_actors_with_the_vllm_engine_are_refused():
     # The actors generate with the HF engine: a vLLM engine in the trainer would be built and never used.
     with pytest.raises(ConfigError, match=r"rollout\.engine=vllm with rollout\.actors"):
         load_config(None, ["rollout.actors=2", "rollout.engine=vllm"])
+
+
+def _judge_flow_module(tmp_path, monkeypatch):
+    (tmp_path / "rc_user_judge.py").write_text(
+        "from rolecall.workflows import Workflow, user\n"
+        "class Judge(Workflow):\n"
+        "    name = 'judge'\n"
+        "    roles = ('solver', 'judge')\n"
+        "    def __init__(self, prompts=None, strict=False):\n"
+        "        super().__init__(prompts or {})\n"
+        "        self.strict = strict\n"
+        "    async def run(self, problem, team):\n"
+        "        return await team.call('solver', [user(problem.prompt)])\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_swapping_the_workflow_of_a_shipped_config_drops_the_options_written_for_the_old_one(tmp_path, monkeypatch):
+    """The real voting config's options (n_voters, role_format, format_penalty) and prompt set
+    were written for voting: a user workflow swapped in by an override does not receive them
+    (they would fail its constructor as unknown), and the run says so."""
+    _judge_flow_module(tmp_path, monkeypatch)
+    shipped = "configs/real/smollm2-voting-ip.yaml"
+    with pytest.warns(UserWarning, match=r"workflow.options=.*n_voters.*not passed on"):
+        cfg = load_config(shipped, ["workflow.name=rc_user_judge:Judge", "routing=shared"])
+    assert cfg.workflow.name == "rc_user_judge:Judge" and cfg.workflow.options == {} and cfg.workflow.prompts is None
+    # options given with the swap are the user's own, and kept
+    cfg = load_config(shipped, ["workflow.name=rc_user_judge:Judge", "workflow.options={strict: true}",
+                                "routing=shared"])
+    assert cfg.workflow.options == {"strict": True}
+    # the same workflow named again changes nothing
+    assert load_config(shipped, ["workflow.name=voting"]).workflow.options["n_voters"] == 3

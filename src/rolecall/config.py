@@ -7,6 +7,7 @@ The typed sections are defined in `rolecall.schema` and importable from here too
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,29 @@ def _parse_yaml(text: str, where: str) -> Any:
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
     """YAML file (or defaults) + `a.b=value` overrides (values parsed as YAML scalars)."""
     tree = read_config_tree(path) if path is not None else {}
+    before = (tree.get("workflow") or {}).get("name") if isinstance(tree.get("workflow"), dict) else None
     apply_overrides(tree, overrides)
+    _drop_other_workflows_options(tree, before, overrides)
     return validate_config(tree)
+
+
+def _drop_other_workflows_options(tree: dict, before: str | None, overrides: list[str]) -> None:
+    """A file's `workflow.options` and `workflow.prompts` were written for its workflow: when an
+    override swaps the workflow (`workflow.name=my_module:MyFlow` on a shipped config), they go,
+    with a warning naming them, unless the overrides set them too. Otherwise the shipped
+    workflow's options (`n_voters`, `role_format`) fail the user's constructor as unknown."""
+    wf = tree.get("workflow")
+    if before is None or not isinstance(wf, dict) or wf.get("name") in (None, before):
+        return
+    keys = [str(o).partition("=")[0].strip() for o in overrides]
+    dropped = []
+    for field in ("options", "prompts"):
+        if field in wf and not any(k == f"workflow.{field}" or k.startswith(f"workflow.{field}.") for k in keys):
+            dropped.append(f"workflow.{field}={wf.pop(field)!r}")
+    if dropped:
+        warnings.warn(f"workflow.name: {wf['name']!r} replaces the file's {before!r}; its "
+                      f"{', '.join(dropped)} were written for {before!r} and are not passed on "
+                      "(set them as overrides to keep them)", stacklevel=2)
 
 
 def read_config_tree(path: str | Path) -> dict:
