@@ -348,7 +348,8 @@ def test_table2_numbers_by_hand(finished):
 def test_report_files_markdown_csv_html(finished):
     paths = write_report(finished)
     names = sorted(p.name for p in paths)
-    assert names == ["fig2.csv", "fig3.csv", "fig5.csv", "report.html", "report.md", "runs.csv", "table1.csv", "table2.csv"]
+    assert names == ["fig2.csv", "fig3.csv", "fig5.csv", "matched.csv", "report.html", "report.md", "runs.csv", "table1.csv",
+                     "table2.csv"]
     md = (finished / "report" / "report.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith("| voting | isolated |"))
     cells = [c.strip() for c in line.strip("|").split("|")]

@@ -17,6 +17,10 @@ def rollout_metrics(episodes: list[Episode], signatures: bool = True,
     out["reward/unscorable"] = float(sum(ep.reward is None for ep in episodes))
     out["reward/mixed_group_frac"] = mixed_group_frac(episodes)
     out["tokens/per_episode"] = sum(len(t.prompt_ids) + len(t.completion_ids) for ep in episodes for t in ep.turns) / max(1, len(episodes))
+    # What the step cost, for comparing runs at equal compute (the grid's matched comparisons):
+    # the tokens every role generated, and the problems (groups) the step trained on.
+    out["tokens/generated"] = float(sum(len(t.completion_ids) for ep in episodes for t in ep.turns))
+    out["rollout/problems"] = float(len({ep.group for ep in episodes}))
     by_role: dict[str, list] = defaultdict(list)
     for ep in episodes:
         for t in ep.turns:

@@ -79,6 +79,7 @@ class RunData:
     routing: str = "?"  # isolated | shared | custom
     cliff_margin: float = CLIFF_MARGIN
     alarms: Counter = field(default_factory=Counter)  # (role or "run", alarm) -> times fired
+    rows: list[dict] = field(default_factory=list)  # its metric rows (the matched comparisons read the curves)
 
     def acc(self, key: str) -> float | None:
         return (self.summary.get("accuracy") or {}).get(key)
@@ -124,7 +125,8 @@ def _read_run(out: Path, cell: dict) -> RunData:
         from rolecall.diagnostics.summary import summarize
         from rolecall.diagnostics.metrics_log import read_metrics
 
-        run.summary = summarize(read_metrics(metrics)[0])
+        run.rows = read_metrics(metrics)[0]
+        run.summary = summarize(run.rows)
     elif summary_path.is_file():
         run.summary = json.loads(summary_path.read_text("utf-8"))
     return run

@@ -1,0 +1,123 @@
+"""Each multi-agent cell against the single-agent control of the same seed, at matched cost.
+
+"Does training this workflow beat training one model alone?" has three answers, one per
+thing held equal:
+
+- **problems**: both runs trained on the same number of problems (what a grid that gives every
+  cell the same steps x problems per step holds equal);
+- **generated tokens**: a multi-agent episode makes 3-7 model calls, so per problem it
+  generates several times the control's tokens;
+- **wall time**: what a user with a fixed machine budget pays (training steps only: validation
+  is measurement, and its cost differs by workflow).
+
+For one pair (run, control) and one matching, the budget is the smaller of the two runs'
+totals, and each run's accuracy is read off its validation curve at the last validation
+within that budget (a step function: a run is credited only with what it had shown by then).
+The difference run - control is paired by seed; over seeds it gets its mean and a 95 %
+t interval (none from a single seed). Each run against its own step 0 (the untrained
+workflow) is the fourth comparison.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from rolecall.grid.tables import GridData, RunData
+
+MATCHINGS = ("problems", "generated_tokens", "wall_seconds")
+# Training-side cost per step, from the step rows (diagnostics.rollout_metrics, train.session).
+COST_KEYS = {"problems": "rollout/problems", "generated_tokens": "tokens/generated", "wall_seconds": "time/step_s"}
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t_quantile(df: int) -> float:
+    """The two-sided 95 % quantile of Student's t with `df` degrees of freedom (table, then the
+    nearest smaller tabulated df, which is conservative; 1.96 beyond 30)."""
+    if df > 30:
+        return 1.96
+    return T_975[max(k for k in T_975 if k <= df)]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired differences over seeds: their mean and 95 % t interval (None from one seed)."""
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        if self.n < 2:
+            return None
+        half = t_quantile(self.n - 1) * statistics.stdev(self.values) / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
+
+def curve(run: RunData) -> list[tuple[dict[str, float], float]]:
+    """(cumulative cost per matching, accuracy) at each validation of the run, in step order.
+    A step logged twice (a resume) counts once, its last row."""
+    steps: dict[int, dict] = {}
+    vals: dict[int, float] = {}
+    for r in run.rows:
+        if "event" in r or "step" not in r:
+            continue
+        if "val/accuracy" in r:
+            if isinstance(r["val/accuracy"], (int, float)) and math.isfinite(r["val/accuracy"]):
+                vals[r["step"]] = float(r["val/accuracy"])
+        else:
+            steps[r["step"]] = r
+    out, total = [], dict.fromkeys(MATCHINGS, 0.0)
+    ordered = sorted(steps)
+    i = 0
+    for step in sorted(vals):
+        while i < len(ordered) and ordered[i] <= step:
+            row = steps[ordered[i]]
+            for m, key in COST_KEYS.items():
+                v = row.get(key)
+                total[m] += float(v) if isinstance(v, (int, float)) and math.isfinite(v) else 0.0
+            i += 1
+        out.append((dict(total), vals[step]))
+    return out
+
+
+def accuracy_within(points: list[tuple[dict[str, float], float]], matching: str, budget: float) -> float | None:
+    """The accuracy of the last validation whose cumulative cost is within `budget`."""
+    seen = [acc for cost, acc in points if cost[matching] <= budget * (1 + 1e-9)]
+    return seen[-1] if seen else None
+
+
+def pair_difference(run: RunData, control: RunData, matching: str) -> float | None:
+    """run - control at the smaller of their total costs under `matching`."""
+    a, b = curve(run), curve(control)
+    if not a or not b:
+        return None
+    budget = min(a[-1][0][matching], b[-1][0][matching])
+    x, y = accuracy_within(a, matching, budget), accuracy_within(b, matching, budget)
+    return None if x is None or y is None else x - y
+
+
+def comparisons(g: GridData) -> list[dict]:
+    """Per (setting, method) cell: the paired difference against the control at each matching,
+    and against its own step 0 (best and final), each over the cell's seeds."""
+    rows = []
+    for (setting, method), cell_runs in g.groups("run").items():
+        done = [r for r in cell_runs if r.status == "done"]
+        pairs = [(r, c) for r in done for c in [g.control_for(r)] if c is not None]
+        row = {"setting": setting, "method": method, "seeds": len(done), "paired": len(pairs),
+               "routing": done[0].routing if done else ""}
+        for m in MATCHINGS:
+            row[m] = Paired(tuple(d for r, c in pairs if (d := pair_difference(r, c, m)) is not None))
+        for key in ("peak", "final"):
+            row[f"{key}_vs_own_base"] = Paired(tuple(r.acc(key) - r.acc("base") for r in done
+                                                     if r.acc(key) is not None and r.acc("base") is not None))
+        rows.append(row)
+    return rows
