@@ -196,3 +196,6 @@ def test_swapping_the_workflow_of_a_shipped_config_drops_the_options_written_for
     assert cfg.workflow.options == {"strict": True}
     # the same workflow named again changes nothing
     assert load_config(shipped, ["workflow.name=voting"]).workflow.options["n_voters"] == 3
+    # between shipped workflows the prompt set stays (the grid swaps single for voting on the real config)
+    swapped = load_config("configs/real/smollm2-single.yaml", ["workflow.name=voting", "workflow.options={n_voters: 3}"])
+    assert swapped.workflow.prompts == "small" and swapped.workflow.options == {"n_voters": 3}

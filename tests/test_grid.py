@@ -150,6 +150,17 @@ def test_bad_grid_files_fail_before_anything_runs_naming_the_problem(tmp_path, t
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_the_shipped_real_grid_trains_every_cell_on_the_same_problems():
+    plan = make_plan(load_grid(GRIDS / "real.yaml"))
+    kinds = [c.kind for c in plan.cells]
+    assert kinds.count("run") == 12 and kinds.count("control") == 3 and kinds.count("base") == 1
+    trained = [cfg for name, cfg in plan.configs.items() if not name.startswith("base")]
+    assert {(c.train.steps, c.rollout.problems_per_step, c.rollout.group_size) for c in trained} == {(80, 4, 4)}
+    assert {c.train.stop_below_peak for c in trained} == {None} and {c.model.path for c in trained} == {"smollm2-135m"}
+    assert {c.workflow.name for c in trained} == {"single", "voting", "eval_opt"}
+    assert {c.train.seed for c in trained} == {0, 1, 2}
+
+
 def test_the_shipped_smoke_and_cpu_grids_validate():
     smoke, cpu = make_plan(load_grid(GRIDS / "smoke.yaml")), make_plan(load_grid(GRIDS / "cpu.yaml"))
     assert [c.kind for c in smoke.cells].count("run") == 4 and len(smoke.cells) == 6

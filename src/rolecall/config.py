@@ -63,11 +63,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
 
 def _drop_other_workflows_options(tree: dict, before: str | None, overrides: list[str]) -> None:
     """A file's `workflow.options` and `workflow.prompts` were written for its workflow: when an
-    override swaps the workflow (`workflow.name=my_module:MyFlow` on a shipped config), they go,
-    with a warning naming them, unless the overrides set them too. Otherwise the shipped
-    workflow's options (`n_voters`, `role_format`) fail the user's constructor as unknown."""
+    override swaps in a user workflow (`workflow.name=my_module:MyFlow` on a shipped config),
+    they go, with a warning naming them, unless the overrides set them too. Otherwise the
+    shipped workflow's options (`n_voters`, `role_format`) fail the user's constructor as
+    unknown. Between shipped workflows they stay: the prompt sets are shared, and an option the
+    new one lacks is an error that lists what it takes."""
     wf = tree.get("workflow")
-    if before is None or not isinstance(wf, dict) or wf.get("name") in (None, before):
+    if before is None or not isinstance(wf, dict) or wf.get("name") in (None, before) or ":" not in str(wf["name"]):
         return
     keys = [str(o).partition("=")[0].strip() for o in overrides]
     dropped = []
