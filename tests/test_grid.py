@@ -493,3 +493,20 @@ def test_report_page_renders_in_headless_chromium(finished, tmp_path):
                           page.resolve().as_uri()], capture_output=True, text=True, timeout=60).stdout
     assert 'data-ready="1"' in dom and dom.count("<svg class=\"chart\"") == 5 and dom.count("<table") >= 6
     assert "Table 1: validation accuracy" in dom and "77.5 ± 3.5 (75.0–80.0)" in dom
+
+
+def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
+    """benchmarks/real_grid.py's record of a grid directory: each cell with its curve and
+    statistics, and each cell's paired differences against the control."""
+    from benchmarks.real_grid import collect
+
+    doc = json.loads(json.dumps(collect(finished)))  # what real_grid.json holds: plain JSON
+    runs = {r["cell"]: r for r in doc["runs"]}
+    assert doc["cells"] == {"done": 7, "failed": 0, "started": 0, "pending": 0}
+    ip0 = runs["voting-isolated-seed0"]
+    assert (ip0["base"], ip0["peak"], ip0["final"], ip0["fall"]) == (0.40, 0.80, 0.60, pytest.approx(0.20))
+    assert [p["accuracy"] for p in ip0["curve"]] == [0.40, 0.80, 0.60] and ip0["alarms"]
+    (ip,) = [c for c in doc["against_control"] if c["method"] == ["voting", "isolated"]]
+    # the fake runs log no costs, so every matching reads the final validations: 0.60 - 0.50, 0.75 - 0.65
+    assert ip["problems"]["values"] == pytest.approx([0.10, 0.10]) and ip["paired_with_control"] == 2
+    assert ip["peak_vs_own_base"]["mean"] == pytest.approx(0.375) and ip["problems"]["ci95"] is not None

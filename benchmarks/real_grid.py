@@ -1,0 +1,90 @@
+"""The paper's matrix on SmolLM2 (`configs/grids/real.yaml`), with seeds, and what it answers.
+
+    rolecall get-model smollm2-135m                  # once
+    python benchmarks/real_grid.py                   # runs (or resumes) the grid, then records it
+    python benchmarks/real_grid.py --collect-only    # record what the grid directory holds so far
+
+The grid runs through the real CLI (`rolecall grid ... --resume`, so a stopped grid picks up
+at its first unfinished cell; several hours on 2 cores, it can span sittings). Then every cell
+is read from its run directory into `benchmarks/results/real_grid.json`: workflow, routing,
+seed, base (step 0), best and final validation accuracy, the validation curve with the
+cumulative problems, generated tokens and training seconds at each point, the deepest fall,
+the last validation's role metrics against the trivial rules (a selecting role against
+always-first and the majority, a judging role against always-"correct"), and per cell the paired
+differences against the single-agent control at equal problems, equal generated tokens and
+equal wall time, and against its own step 0, each with its 95 % t interval over seeds
+(`rolecall.grid.matching`). A cell that has not finished is listed with its status.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
+from benchmarks.provenance import write_result  # noqa: E402
+
+GRID = HERE.parent / "configs" / "grids" / "real.yaml"
+RESULT = HERE / "results" / "real_grid.json"
+# Validation metrics that say what a selecting or judging role adds over a trivial rule.
+RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_majority_acc", "voting/pass_at_k",
+             "voting/aggregator_parsed", "eval_opt/evaluator_accuracy", "eval_opt/rule_always_correct_acc",
+             "eval_opt/evaluator_parsed")
+
+
+def _paired(p) -> dict:
+    return {"values": [round(v, 4) for v in p.values], "mean": None if p.mean is None else round(p.mean, 4),
+            "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95], "n": p.n}
+
+
+def run_record(g, run) -> dict:
+    from rolecall.grid import matching
+
+    last_val = next((r for r in reversed(run.rows) if "val/accuracy" in r and "event" not in r), {})
+    acc = (run.summary or {}).get("accuracy") or {}
+    return {"cell": run.name, "kind": run.kind, "status": run.status, "labels": run.labels, "routing": run.routing,
+            **{k: acc.get(k) for k in ("base", "peak", "peak_step", "final", "final_step", "fall", "fall_from_step",
+                                        "fall_step")},
+            "curve": [{**{m: round(c[m], 2) for m in matching.MATCHINGS}, "accuracy": a}
+                      for c, a in matching.curve(run)],
+            "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},
+            "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()}}
+
+
+def collect(grid_dir: Path) -> dict:
+    """Every cell of the grid directory and the matched comparisons, as real_grid.json holds them."""
+    from rolecall.grid import matching, tables
+
+    g = tables.load(grid_dir)
+    comparisons = [{"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
+                    "seeds": r["seeds"], "paired_with_control": r["paired"],
+                    **{k: _paired(r[k]) for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
+                   for r in matching.comparisons(g)]
+    return {"grid": str(grid_dir), "axes": g.axes, "runs": [run_record(g, r) for r in g.runs],
+            "against_control": comparisons,
+            "cells": {s: sum(r.status == s for r in g.runs) for s in ("done", "failed", "started", "pending")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", type=Path, default=GRID)
+    ap.add_argument("--out-dir", type=Path, default=Path("runs/real"), help="the grid directory")
+    ap.add_argument("--collect-only", action="store_true", help="record the grid directory as it is; run nothing")
+    ap.add_argument("--result", type=Path, default=RESULT)
+    args = ap.parse_args(argv)
+    if not args.collect_only:
+        resume = ["--resume"] if (args.out_dir / "grid.json").is_file() else []
+        run_child([sys.executable, "-m", "rolecall", "grid", str(args.grid), "--out", str(args.out_dir), *resume],
+                  cwd=HERE.parent)
+    doc = collect(args.out_dir)
+    from rolecall.policies.model import resolve_model_dir
+
+    write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))
+    print(f"wrote {args.result}: {doc['cells']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
