@@ -383,7 +383,8 @@ def test_report_files_markdown_csv_html(finished):
     assert float(ip["peak_mean"]) == pytest.approx(0.775) and float(ip["residual_sd"]) == pytest.approx(0.1060660, rel=1e-5)
     assert runs["voting-isolated-seed0"]["ip_sp"] == "IP" and runs["control-seed0"]["ip_sp"] == ""
     page = (finished / "report" / "report.html").read_text()
-    assert page.count("<svg class=\"chart\"") == 5 and "<script" not in page and "77.5 ± 3.5 (75.0–80.0)" in page
+    # 5 figures and the 3 matched-cost curves; no script at all
+    assert page.count("<svg class=\"chart\"") == 8 and "<script" not in page and "77.5 ± 3.5 (75.0–80.0)" in page
 
 
 def test_report_of_a_partial_grid_lists_what_is_missing(tmp_path, small_plan):
@@ -491,7 +492,7 @@ def test_report_page_renders_in_headless_chromium(finished, tmp_path):
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
                           page.resolve().as_uri()], capture_output=True, text=True, timeout=60).stdout
-    assert 'data-ready="1"' in dom and dom.count("<svg class=\"chart\"") == 5 and dom.count("<table") >= 6
+    assert 'data-ready="1"' in dom and dom.count("<svg class=\"chart\"") == 8 and dom.count("<table") >= 6
     assert "Table 1: validation accuracy" in dom and "77.5 ± 3.5 (75.0–80.0)" in dom
 
 

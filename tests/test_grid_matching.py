@@ -70,3 +70,14 @@ def test_one_seed_has_no_interval_and_the_report_says_so():
 
 def test_t_quantiles():
     assert matching.t_quantile(2) == 4.303 and matching.t_quantile(12) == 2.228 and matching.t_quantile(100) == 1.96
+
+
+def test_curves_over_seeds_against_each_cost_and_their_charts():
+    curves = {r["kind"]: r for r in matching.mean_curves(grid())}
+    xs, mean, lo, hi = curves["run"]["by"]["generated_tokens"]
+    assert xs == [0, 800, 1600] and mean == pytest.approx([0.3, 0.55, 0.71]) and (lo[-1], hi[-1]) == (0.70, 0.72)
+    assert curves["control"]["by"]["wall_seconds"][0] == [0, 20, 40] and curves["control"]["seeds"] == 3
+    page = render.curve_figures(grid())
+    for label in ("problems trained on", "tokens generated (every role)", "training seconds"):
+        assert f"validation accuracy by {label}" in page
+    assert page.count('class="band"') == 6  # two cells x three costs, each shaded over its seeds

@@ -121,3 +121,25 @@ def comparisons(g: GridData) -> list[dict]:
                                                      if r.acc(key) is not None and r.acc("base") is not None))
         rows.append(row)
     return rows
+
+
+def mean_curves(g: GridData) -> list[dict]:
+    """Per cell (the controls too): its validation curve over seeds against each matching's
+    cumulative cost: (costs, mean accuracy, lowest, highest) at each validation, the seeds'
+    points taken in step order (a seed with fewer validations shortens the cell's curve)."""
+    out = []
+    groups = [("control", k, v) for k, v in g.groups("control").items()] + \
+             [("run", k, v) for k, v in g.groups("run").items()]
+    for kind, (setting, method), cell_runs in groups:
+        curves = [c for r in cell_runs if r.status == "done" and (c := curve(r))]
+        if not curves:
+            continue
+        n = min(map(len, curves))
+        by = {}
+        for m in MATCHINGS:
+            xs = [statistics.fmean(c[i][0][m] for c in curves) for i in range(n)]
+            accs = [[c[i][1] for c in curves] for i in range(n)]
+            by[m] = (xs, [statistics.fmean(a) for a in accs], [min(a) for a in accs], [max(a) for a in accs])
+        out.append({"setting": setting, "method": method, "kind": kind, "seeds": len(curves),
+                    "routing": cell_runs[0].routing, "by": by})
+    return out

@@ -17,7 +17,8 @@ from rolecall.grid import matching, tables
 from rolecall.grid.charts import bars, scatter
 from rolecall.grid.progress import accuracy_line
 from rolecall.grid.tables import GridData, Spread
-from rolecall.report.svg import PALETTE, key_html
+from rolecall.report.svg import PALETTE, Chart, Series, key_html
+from rolecall.report.svg import render as render_chart
 
 ROUTING = {"isolated": ("IP", PALETTE[0]), "shared": ("SP", PALETTE[1]), "custom": ("custom", PALETTE[2]),
            "?": ("?", "#7f7f7f"), "": ("", "#7f7f7f")}
@@ -296,10 +297,35 @@ def figures(g: GridData) -> dict[str, str]:
             "fig5": key + '<div class="grid three">' + "".join(f5) + "</div>"}
 
 
+COST_LABELS = {"problems": "problems trained on", "generated_tokens": "tokens generated (every role)",
+               "wall_seconds": "training seconds"}
+
+
+def curve_figures(g: GridData) -> str:
+    """Per setting, validation accuracy against each matched cost: each cell's mean over seeds,
+    shaded from its lowest to its highest seed; the control dashed."""
+    rows = matching.mean_curves(g)
+    out = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        cells = [r for r in rows if r["setting"] == setting]
+        name = " · ".join(x for x in setting if x)
+        for m in matching.MATCHINGS:
+            series = [Series(f"{CONTROL if r['kind'] == 'control' else ' · '.join(x for x in r['method'] if x)} "
+                             f"({r['seeds']} seed{'s' * (r['seeds'] != 1)})", PALETTE[i % len(PALETTE)],
+                             r["by"][m][0], [100 * y for y in r["by"][m][1]],
+                             dash="7 3" if r["kind"] == "control" else "",
+                             band=([100 * y for y in r["by"][m][2]], [100 * y for y in r["by"][m][3]]))
+                      for i, r in enumerate(cells)]
+            chart = Chart(f"validation accuracy by {COST_LABELS[m]}" + (f" · {name}" if name else ""), series,
+                          xlabel=COST_LABELS[m], ylabel="accuracy (%)", width=373)
+            out.append(render_chart(chart, f"curve-{len(out)}", hover_data=False))
+    return f'<div class="grid three">{"".join(out)}</div>' if out else ""
+
+
 def html(g: GridData, tabs: dict, title: str | None = None) -> str:
     title = title or f"rolecall grid report: {g.path.resolve().name}"
     css = files("rolecall.report").joinpath("style.css").read_text(encoding="utf-8") + EXTRA_CSS
-    figs = figures(g)
+    figs = {**figures(g), "matched": curve_figures(g)}
     e = lambda s: escape(str(s), quote=True)  # noqa: E731
     body = []
     for heading, key, caption in SECTIONS:

@@ -267,8 +267,9 @@ def _legend_svg(chart: Chart, placed: list[tuple[float, float, str, str]], left:
     return out
 
 
-def render(chart: Chart, chart_id: str) -> str:
-    """One chart as an HTML <figure>: the SVG plus its hover data."""
+def render(chart: Chart, chart_id: str, hover_data: bool = True) -> str:
+    """One chart as an HTML <figure>: the SVG plus its hover data (none for a page that carries
+    no script at all, such as the grid report)."""
     left, right, bottom = 58, 14, 40
     width = chart.width
     pw = width - left - right
@@ -299,8 +300,9 @@ def render(chart: Chart, chart_id: str) -> str:
     hover = {"x0": left, "x1": left + pw, "y0": top, "y1": top + ph, "xd": [xlo, xhi],
              "series": [{"label": s.label, "color": s.color, "xs": s.xs, "ys": [y if _finite(y) else None for y in s.ys]}
                         for s in chart.series if s.hover]}
-    return (f'<figure class="plot">{"".join(out)}'
-            f'<script type="application/json" class="chart-data" data-for="{chart_id}">{script_json(hover)}</script></figure>')
+    data = (f'<script type="application/json" class="chart-data" data-for="{chart_id}">{script_json(hover)}</script>'
+            if hover_data else "")
+    return f'<figure class="plot">{"".join(out)}{data}</figure>'
 
 
 def script_json(obj) -> str:
