@@ -85,10 +85,15 @@ def bound_heap() -> bool:
     100-row generate call of 48 tokens grew from 1.1 to 2.4 GB resident while holding 0.4 GB of
     tensors, and held 1.2 GB with the threshold fixed at 4 MB. A fixed threshold also stops
     the adjustment. A MALLOC_MMAP_THRESHOLD_ the user set is left as it is."""
-    mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_BYTES))
+    return set_mmap_threshold(HEAP_MMAP_BYTES)
+
+
+def set_mmap_threshold(nbytes: int) -> bool:
+    """glibc's mmap threshold, fixed at `nbytes` (True where glibc took it)."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    return bool(mallopt(M_MMAP_THRESHOLD, nbytes)) if mallopt is not None else False
 
 
 class MemoryWatch:
