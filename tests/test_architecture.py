@@ -29,7 +29,7 @@ LAYERS = [
 # Modules that work for any workflow: they may not name one, nor a role, nor the meta-policy.
 GENERIC = ("algo", "rundir", "diagnostics", "advantages", "loss", "engines", "compose", "rollout", "distributed",
            "train.loop", "train.step", "train.stack", "train.session", "train.resume", "train.launch",
-           "train.trainers$", "train.trainers.rl")  # `$`: that module only (its package holds the meta-policy's)
+           "train.trainers$", "train.trainers.rl", "train.harness")  # `$`: that module only
 # The sandbox's runner scripts run as standalone files inside the jail (`python -I -S runner.py`) and
 # import their siblings by bare name; they are not rolecall modules.
 STANDALONE = re.compile(r"^rolecall\.rewards\.code\.(runner|runner_\w+|jail)$")
@@ -208,6 +208,40 @@ def test_generic_modules_name_no_workflow_role_or_meta_policy():
             if special or re.search(r"meta.?polic|deliberat", text, re.I):
                 found.append(f"{mod}:{node.lineno}: {text[:60]!r}")
     assert found == []
+
+
+_WORKFLOW_SPECIFIC = ("rolecall.metapolicy", "rolecall.workflows.deliberation")
+_WORKFLOW_SPECIFIC_WORDS = re.compile(r"deliberat|meta[-_ ]?polic", re.I)  # deliberation/-or, metapolicy, meta-policy
+
+
+def _train_layer_mentions(sources: dict[str, str]) -> list[str]:
+    """`sources`: {module: its text}. Every import (`if TYPE_CHECKING:` ones too) of the
+    meta-policy package or the deliberation workflow, and every line that names either."""
+    found = []
+    for mod, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{mod}:{node.lineno}: imports {n}" for n in names
+                      if any(n == b or n.startswith(b + ".") for b in _WORKFLOW_SPECIFIC)]
+        found += [f"{mod}:{i}: {line.strip()[:70]!r}" for i, line in enumerate(text.splitlines(), 1)
+                  if _WORKFLOW_SPECIFIC_WORDS.search(line)]
+    return found
+
+
+def test_the_trainers_layer_names_no_workflow_specific_trainer():
+    """Nothing under `rolecall.train` imports the meta-policy package or the deliberation workflow,
+    or says "deliberation", "metapolicy" or "meta-policy" in its source: code, strings,
+    docstrings and comments alike (the whole text is read, so no comment names it either; a
+    trainer another package registers is described as such). That trainer lives with what it
+    trains and is registered from the entry layer (`rolecall.config`)."""
+    planted = {"rolecall.train.x": "from rolecall.metapolicy.stages import run  # the meta-policy\n",
+               "rolecall.train.y": "import rolecall.workflows.deliberation\n",
+               "rolecall.train.z": '"""Generic."""\nNAME = "MetaPolicy"\n'}
+    assert len(_train_layer_mentions(planted)) == 5  # 2 imports, 3 lines: the check is not vacuous
+    train = {mod: path.read_text("utf-8") for mod, path in MODULES.items()
+             if mod == "rolecall.train" or mod.startswith("rolecall.train.")}
+    assert len(train) > 5 and _train_layer_mentions(train) == []
 
 
 def test_modules_and_functions_have_a_readable_size():

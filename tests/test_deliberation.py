@@ -15,12 +15,13 @@ import torch
 from rolecall.config import load_config
 from rolecall.testing import ScriptedEngine
 from rolecall.metapolicy import MetaPolicy, make_optimizer, read_checkpoint, save_checkpoint
+from rolecall.metapolicy.rules import oracle_actions
+from rolecall.metapolicy.stages import labelled_states
 from rolecall.metapolicy.state import CONCEDE, PERSIST, REFINE, AgentState
 from rolecall.rollout import rollout
-from rolecall.train.metapolicy import labelled_states
 from rolecall.types import Problem
 from rolecall.workflows import build_workflow, workflow_prompts
-from rolecall.workflows.deliberation import concede_target, consensus, oracle_actions
+from rolecall.workflows.deliberation import concede_target, consensus
 from workflow_helpers import score_strict
 
 PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")

@@ -15,12 +15,18 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rolecall.compose.checks import check_config
-from rolecall.train.trainers import trainer_for
+from rolecall.metapolicy.trainer import MetaPolicyTrainer
+from rolecall.train.trainers import register, trainer_for
+from rolecall.workflows import WORKFLOWS
 from rolecall.errors import UserError, one_line
 from rolecall.yamldata import DuplicateKeyError, safe_load_unique
 from rolecall.schema import (AlarmsCfg, AlgoCfg, Config, DataCfg, LoraCfg, MetaPolicyCfg, ModelCfg, OptimCfg,
                              PolicyCfg, PolicyLoraCfg, PolicyOptimCfg, RewardCfg, RolloutCfg, TaskCfg, TrainCfg,
                              WorkflowCfg, dump_config)
+
+# Trainers that live with what they train, in packages below rolecall.train (which names none of
+# them): registered here, where every config is checked, before any config is.
+register(MetaPolicyTrainer(WORKFLOWS))
 
 __all__ = ["AlarmsCfg", "AlgoCfg", "Config", "ConfigError", "DataCfg", "LoraCfg", "MetaPolicyCfg", "ModelCfg",
            "OptimCfg", "PolicyCfg", "PolicyLoraCfg", "PolicyOptimCfg", "RewardCfg", "RolloutCfg", "TaskCfg",

@@ -61,9 +61,11 @@ class _Worker:
         return version
 
     def run(self, version: int, problems: list, first_group: int, group_size: int, routes: dict,
-            temperature: float, seed: int, training: bool) -> list:
+            temperature: float, seed: int, training: bool, settings: dict | None = None) -> list:
         if version != self.version:
             raise RuntimeError(f"asked for adapter version {version}, holding {self.version}")
+        for name, value in (settings or {}).items():  # what the trainer set on its own workflow (`configure`)
+            setattr(self.workflow, name, value)
         cfg = self.cfg
 
         def budget(role: str) -> int:
@@ -120,6 +122,8 @@ class RayRollout:
         self.threads = max(1, (os.cpu_count() or 1) // self.n)
         self.actors = [self._start() for _ in range(self.n)]
         self.version, self.states_ref = -1, None
+        self.settings: dict = {}
+        self.settings_ref = None
 
     def _start(self):
         return self._actor_cls.remote(self.cfg_tree, os.getcwd(), self.threads)
@@ -137,13 +141,21 @@ class RayRollout:
             self._retrying(i, ref, lambda i=i: self.actors[i].load.remote(self.version, self.states_ref),
                            f"loading adapter version {self.version}")
 
+    def configure(self, settings: dict) -> None:
+        """Attributes every actor sets on its workflow before it plays a share: what a trainer set
+        on its own workflow (e.g. an object that decides within the episode, trained by that
+        trainer). They add to those given before and travel with every share, so a replaced actor
+        has them too. The objects travel by pickle: the actor plays with its own copy."""
+        self.settings = {**self.settings, **settings}
+        self.settings_ref = self.ray.put(self.settings)
+
     def rollout(self, problems: list, group_size: int, routes: dict, temperature: float, seed: int,
                 training: bool) -> list:
         """Episodes in the in-process order (problem-major), each share on its own actor."""
         bounds = [share_bounds(len(problems), i, self.n) for i in range(self.n)]
         shares = [(i, a, problems[a:b]) for i, (a, b) in enumerate(bounds) if a < b]
         calls = {i: self.actors[i].run.remote(self.version, share, start, group_size, routes, temperature, seed,
-                                              training) for i, start, share in shares}
+                                              training, self.settings_ref) for i, start, share in shares}
         out: dict[int, list] = {}
         for i, start, share in shares:
             out[i] = self._gather(i, calls[i], share, start, group_size, routes, temperature, seed, training)
@@ -151,7 +163,7 @@ class RayRollout:
 
     def _gather(self, i, ref, share, start, group_size, routes, temperature, seed, training) -> list:
         again = lambda: self.actors[i].run.remote(self.version, share, start, group_size, routes,  # noqa: E731
-                                                  temperature, seed, training)
+                                                  temperature, seed, training, self.settings_ref)
         return self._retrying(i, ref, again, f"its share of {len(share)} problems")
 
     def _retrying(self, i: int, ref, again, what: str):

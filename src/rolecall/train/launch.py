@@ -44,8 +44,9 @@ def train(cfg: Config, out: Path, *, resume: bool = False, force: bool = False, 
     try:
         if dp is not None:
             if not trainer.data_parallel or cfg.rollout.actors:
+                why = f" ({trainer.why_serial})" if trainer.why_serial and not trainer.data_parallel else ""
                 raise UserError("a data-parallel run (torchrun) trains LLM adapters in-process: it takes no "
-                                f"{'rollout.actors' if cfg.rollout.actors else f'{trainer.name} trainer'}")
+                                f"{f'{trainer.name} trainer{why}' if not trainer.data_parallel else 'rollout.actors'}")
             out = Path(dp.broadcast(str(out)))  # rank 0's directory (a default name carries the time)
         lead = dp is None or dp.lead
         run = RunDir(out)

@@ -36,7 +36,6 @@ from the run's verifier (`team.check`). The rows go to `team.info["deliberation_
 from __future__ import annotations
 
 import asyncio
-import random
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +45,7 @@ from typing import Protocol, Sequence
 
 import yaml
 
+from rolecall.metapolicy.rules import FixedDeliberator, OracleDeliberator, RandomDeliberator
 from rolecall.metapolicy.state import (ACTIONS, CONCEDE, PERSIST, REFINE, AgentState, answer_key, parse_profile,
                                        round_features)
 from rolecall.types import Episode, Problem
@@ -76,34 +76,6 @@ class Deliberator(Protocol):
     """Chooses every agent's action for one round (indices into ACTIONS)."""
 
     async def decide(self, problem: Problem, team: Team, round_: int, table: Table) -> list[int]: ...
-
-
-class FixedDeliberator:
-    def __init__(self, action: int) -> None:
-        self.action = action
-
-    async def decide(self, problem, team, round_, table) -> list[int]:
-        return [self.action] * len(table.texts)
-
-
-class RandomDeliberator:
-    def __init__(self, seed: int = 0) -> None:
-        self.rng = random.Random(seed)
-
-    async def decide(self, problem, team, round_, table) -> list[int]:
-        return [self.rng.randrange(len(ACTIONS)) for _ in table.texts]
-
-
-def oracle_actions(correct: Sequence[bool]) -> list[int]:
-    """The oracle's labels: PERSIST when right, else CONCEDE when a peer is right, else REFINE."""
-    return [PERSIST if c else CONCEDE if any(correct[:i] + correct[i + 1:]) else REFINE
-            for i, c in enumerate(correct)]
-
-
-class OracleDeliberator:
-    async def decide(self, problem, team, round_, table) -> list[int]:
-        scores = await asyncio.gather(*(team.check(t) for t in table.texts))
-        return oracle_actions([s is not None and s >= 0.5 for s in scores])
 
 
 def consensus(states: Sequence[AgentState], among: Sequence[int] | None = None) -> int | None:

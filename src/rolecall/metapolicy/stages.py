@@ -18,6 +18,14 @@ the previous state or the whole new one), metrics in metrics.jsonl under `policy
 (rows carry a `stage`), and `deliberation.json` with the final comparison. A resume skips
 every finished stage and continues SoftRankPO from its last checkpoint: its batches are a
 pure function of (seed, step), so the weights come out bit-identical to an uninterrupted run.
+
+The stages run on the harness the trainer registry hands `rolecall.metapolicy.trainer`
+(`rolecall.train.harness.Harness`; this package sits below the trainers and only uses what it
+is given): the run directory, the resume fingerprint, metrics rows, the stop request, and the
+episodes, played in the trainer's process or on the Ray rollout actors (`rollout.actors`). On
+actors each share of the problems is deliberated by the actor's copy of the stage's
+deliberator (sent with the share), and the counterfactual branches of the corpus run there too;
+the network's own training (sft, softrank) runs in the trainer's process.
 """
 from __future__ import annotations
 
@@ -28,29 +36,26 @@ import random
 import time
 from pathlib import Path
 from statistics import fmean
-from typing import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
-from rolecall.schema import Config
 from rolecall.errors import UserError
-from rolecall.metapolicy import MetaPolicy, collate, fit, read_checkpoint, save_checkpoint, sft_loss, softrank_objective
-from rolecall.metapolicy.decider import MetaDeliberator
 from rolecall.fsio import write_durable
-from rolecall.rundir.checkpoint import FINGERPRINT
-from rolecall.rundir.fingerprint import check_resume, run_fingerprint
-from rolecall.train.session import Launch, summarize
-from rolecall.train.stack import Stack, build_stack
-from rolecall.train.step import roll_out
-from rolecall.rundir.directory import RunDir, read_lines
-from rolecall.algo.scoring import score
-from rolecall.rundir.stop import StopRequest, TrainingStopped
-from rolecall.types import Episode, Problem
-from rolecall.workflows.deliberation import FixedDeliberator, OracleDeliberator, RandomDeliberator, oracle_actions
+from rolecall.metapolicy.checkpoint import read_checkpoint, save_checkpoint
+from rolecall.metapolicy.corpus import collate
+from rolecall.metapolicy.decider import MetaDeliberator
+from rolecall.metapolicy.network import MetaPolicy
+from rolecall.metapolicy.rules import FixedDeliberator, OracleDeliberator, RandomDeliberator, oracle_actions
 from rolecall.metapolicy.state import ACTIONS, CONCEDE, PERSIST, REFINE
+from rolecall.metapolicy.train import fit, sft_loss, softrank_objective
+from rolecall.types import Episode, Problem
+
+if TYPE_CHECKING:  # annotations only
+    from rolecall.schema import Config
+    from rolecall.train.harness import Harness
 
 STAGES = ("states", "sft", "corpus", "softrank", "eval")
-Emit = Callable[[str, dict], None]
 
 
 class MetaPolicyResumeRefused(UserError, RuntimeError):
@@ -65,12 +70,10 @@ def _problems(train_P: list[Problem], seed: int, start: int, n: int) -> list[Pro
 
 
 class MetaPolicyRun:
-    def __init__(self, cfg: Config, run: RunDir, stack: Stack, emit: Emit, notify: Callable[[str], None],
-                 stop: StopRequest, fingerprint: str, force: bool = False) -> None:
-        self.cfg, self.mp, self.run, self.stack = cfg, cfg.metapolicy, run, stack
+    def __init__(self, cfg: "Config", host: "Harness", fingerprint: str, force: bool = False) -> None:
+        self.cfg, self.mp, self.host = cfg, cfg.metapolicy, host
         self.fingerprint, self.force = fingerprint, force  # checkpoints carry the fingerprint; a resume checks it
-        self.emit, self.notify, self.stop = emit, notify, stop
-        self.folder = run.path / "checkpoints" / f"policy-{self.mp.name}"
+        self.folder = host.path / "checkpoints" / f"policy-{self.mp.name}"
         self.prefix = f"policy/{self.mp.name}"
 
     # -- files ----------------------------------------------------------------------------------
@@ -112,13 +115,9 @@ class MetaPolicyRun:
 
     def deliberate(self, problems: list[Problem], deliberator, *, counterfactual: bool = False,
                    seed: int) -> list[Episode]:
-        wf = self.stack.workflow
-        wf.deliberator, wf.counterfactual = deliberator, counterfactual
-        eps = roll_out(self.stack, problems, 1, self.stack.routing.routes, seed=seed)
-        score(eps, self.stack.verifier)
-        for text in getattr(self.stack.verifier, "drain_notices", list)():  # a custom reward's first failures
-            self.notify(text)
-        return eps
+        """The problems deliberated (one episode each, scored) with `deliberator` deciding."""
+        self.host.set_workflow(deliberator=deliberator, counterfactual=counterfactual)
+        return self.host.play(problems, seed)
 
     def new_policy(self) -> MetaPolicy:
         torch.manual_seed(self.mp.seed)
@@ -129,17 +128,18 @@ class MetaPolicyRun:
     def states(self) -> dict:
         if self.path("states.json").exists():
             return self._load_json("states.json")
-        problems = _problems(self.stack.train_P, self.mp.seed, 0, self.mp.sft_problems)
+        problems = _problems(self.host.train_P, self.mp.seed, 0, self.mp.sft_problems)
         t0 = time.time()
         eps = self.deliberate(problems, RandomDeliberator(self.mp.seed), seed=self.mp.seed + 1)
-        rows = labelled_states(eps, self.stack.workflow.n_agents)
+        rows = labelled_states(eps, self.host.workflow.n_agents)
         if not rows:
             raise RuntimeError("no labelled state: every answer was unscorable; check the verifier and samples")
         self._save_json("states.json", rows)
         labels = [r["label"] for r in rows]
-        self.emit("meta", {"stage": "states", "step": 0, f"{self.prefix}/states/rows": len(rows),
-                           **{f"{self.prefix}/states/oracle_{a}": labels.count(k) / len(labels) for k, a in enumerate(ACTIONS)},
-                           f"{self.prefix}/states/time_s": round(time.time() - t0, 2)})
+        self.host.emit("meta", {"stage": "states", "step": 0, f"{self.prefix}/states/rows": len(rows),
+                                **{f"{self.prefix}/states/oracle_{a}": labels.count(k) / len(labels)
+                                   for k, a in enumerate(ACTIONS)},
+                                f"{self.prefix}/states/time_s": round(time.time() - t0, 2)})
         return rows
 
     def sft(self, rows: list[dict]) -> MetaPolicy:
@@ -154,17 +154,17 @@ class MetaPolicyRun:
         per_epoch = -(-len(data) // self.mp.batch_size)
         for e in range(self.mp.sft_epochs):
             h = result.history[e * per_epoch:(e + 1) * per_epoch]
-            self.emit("meta", {"stage": "sft", "step": e + 1,
-                               **{f"{self.prefix}/sft/{k}": fmean(m[k] for m in h) for k in h[0]}})
+            self.host.emit("meta", {"stage": "sft", "step": e + 1,
+                                    **{f"{self.prefix}/sft/{k}": fmean(m[k] for m in h) for k in h[0]}})
         save_checkpoint(self.path("sft.ckpt"), policy, result.optimizer, result.step, self._extra("sft"))
-        self.notify(f"meta-policy {self.mp.name}: supervised bootstrap on {len(data)} states, "
+        self.host.notify(f"meta-policy {self.mp.name}: supervised bootstrap on {len(data)} states, "
                     f"{self.mp.sft_epochs} epochs in {time.time() - t0:.1f}s")
         return policy
 
     def corpus(self, sft_policy: MetaPolicy) -> list[dict]:
         if self.path("corpus.json").exists():
             return self._load_json("corpus.json")
-        problems = _problems(self.stack.train_P, self.mp.seed, self.mp.sft_problems, self.mp.corpus_problems)
+        problems = _problems(self.host.train_P, self.mp.seed, self.mp.sft_problems, self.mp.corpus_problems)
         t0 = time.time()
         eps = self.deliberate(problems, MetaDeliberator(copy.deepcopy(sft_policy), greedy=False, seed=self.mp.seed),
                               counterfactual=True, seed=self.mp.seed + 2)
@@ -174,12 +174,13 @@ class MetaPolicyRun:
         self._save_json("corpus.json", rows)
         best = [max(range(len(ACTIONS)), key=lambda k: r["rewards"][k]) for r in rows]
         spread = [max(r["rewards"]) > min(r["rewards"]) for r in rows]
-        self.emit("meta", {"stage": "corpus", "step": 0, f"{self.prefix}/corpus/rows": len(rows),
-                           f"{self.prefix}/corpus/informative": fmean(spread),
-                           **{f"{self.prefix}/corpus/mean_reward_{a}": fmean(r["rewards"][k] for r in rows)
-                              for k, a in enumerate(ACTIONS)},
-                           **{f"{self.prefix}/corpus/best_{a}": best.count(k) / len(best) for k, a in enumerate(ACTIONS)},
-                           f"{self.prefix}/corpus/time_s": round(time.time() - t0, 2)})
+        self.host.emit("meta", {"stage": "corpus", "step": 0, f"{self.prefix}/corpus/rows": len(rows),
+                                f"{self.prefix}/corpus/informative": fmean(spread),
+                                **{f"{self.prefix}/corpus/mean_reward_{a}": fmean(r["rewards"][k] for r in rows)
+                                   for k, a in enumerate(ACTIONS)},
+                                **{f"{self.prefix}/corpus/best_{a}": best.count(k) / len(best)
+                                   for k, a in enumerate(ACTIONS)},
+                                f"{self.prefix}/corpus/time_s": round(time.time() - t0, 2)})
         return rows
 
     def softrank(self, sft_policy: MetaPolicy, rows: list[dict]) -> MetaPolicy:
@@ -194,24 +195,24 @@ class MetaPolicyRun:
             saved = self._read("softrank.ckpt")
             policy.load_state_dict(saved["policy"])
             start, state = int(saved["step"]), saved["optimizer"]
-            self.notify(f"meta-policy {mp.name}: SoftRankPO resumes at step {start} of {total}")
+            self.host.notify(f"meta-policy {mp.name}: SoftRankPO resumes at step {start} of {total}")
         if start >= total:
             return policy
         if start == 0:
             self.evaluate_policy(policy, 0)
 
         def on_step(step: int, pol, optimizer, metrics: dict) -> bool:
-            self.emit("meta", {"stage": "softrank", "step": step,
-                               **{f"{self.prefix}/softrank/{k}": v for k, v in metrics.items()}})
-            self.emit("progress", {"stage": "softrank", "done": step, "total": total})
-            if step % mp.checkpoint_every == 0 or step == total or self.stop.requested:
+            self.host.emit("meta", {"stage": "softrank", "step": step,
+                                    **{f"{self.prefix}/softrank/{k}": v for k, v in metrics.items()}})
+            self.host.emit("progress", {"stage": "softrank", "done": step, "total": total})
+            if step % mp.checkpoint_every == 0 or step == total or self.host.stop.requested:
                 save_checkpoint(self.path("softrank.ckpt"), pol, optimizer, step, self._extra("softrank"))
             if step % mp.eval_every == 0 and step != total:
                 self.evaluate_policy(pol, step)
-            if self.stop.requested:
-                raise TrainingStopped(f"stopped by {self.stop.name} at SoftRankPO step {step}: its state is saved. "
-                                      f"Continue with: rolecall train --resume {self.run.path}",
-                                      self.stop.signum, step, self.path("softrank.ckpt"))
+            if self.host.stop.requested:
+                raise self.host.stopped(f"stopped by {self.host.stop.name} at SoftRankPO step {step}: its state is "
+                                        f"saved. Continue with: rolecall train --resume {self.host.path}",
+                                        step, self.path("softrank.ckpt"))
             return False
 
         fit(policy, softrank_objective(ref, mp.tau, mp.beta, mp.lam), data, epochs=mp.epochs,
@@ -221,12 +222,13 @@ class MetaPolicyRun:
     def evaluate_policy(self, policy: MetaPolicy, step: int) -> dict:
         """Validation deliberated by the policy (greedy): accuracy and action rates per round."""
         m = self.validation(MetaDeliberator(copy.deepcopy(policy), greedy=True))
-        self.emit("meta", {"stage": "softrank_eval", "step": step, **{f"{self.prefix}/val/{k}": v for k, v in m.items()}})
+        self.host.emit("meta", {"stage": "softrank_eval", "step": step,
+                                **{f"{self.prefix}/val/{k}": v for k, v in m.items()}})
         return m
 
     def validation(self, deliberator) -> dict:
-        eps = self.deliberate(self.stack.val_P, deliberator, seed=self.cfg.train.seed + 10_007)
-        m = {k.removeprefix("deliberation/"): v for k, v in self.stack.workflow.metrics(eps).items()}
+        eps = self.deliberate(self.host.val_P, deliberator, seed=self.cfg.train.seed + 10_007)
+        m = {k.removeprefix("deliberation/"): v for k, v in self.host.workflow.metrics(eps).items()}
         m["accuracy"] = fmean(1.0 if ep.reward is not None and ep.reward >= 0.5 else 0.0 for ep in eps)
         return m
 
@@ -237,8 +239,8 @@ class MetaPolicyRun:
         results = {}
         for name, deliberator in arms.items():
             results[name] = self.validation(deliberator)
-            self.emit("meta", {"stage": "eval", "step": 0, "arm": name,
-                               **{f"{self.prefix}/eval/{name}/{k}": v for k, v in results[name].items()}})
+            self.host.emit("meta", {"stage": "eval", "step": 0, "arm": name,
+                                    **{f"{self.prefix}/eval/{name}/{k}": v for k, v in results[name].items()}})
         return results
 
 
@@ -265,66 +267,31 @@ def labelled_states(episodes: list[Episode], n_agents: int) -> list[dict]:
     return rows
 
 
-def _fingerprint(cfg: Config, stack: Stack) -> dict:
-    mp = cfg.metapolicy.model_dump(mode="json")
-    return {**run_fingerprint(cfg, stack), "metapolicy": mp}
 
-
-def train_metapolicy(cfg: Config, run: RunDir, resume: bool, force: bool, on_event: Emit | None,
-                     notify: Callable[[str], None], stop: StopRequest) -> dict:
+def train_metapolicy(cfg: "Config", host: "Harness") -> dict:
     """The five stages of the module docstring, skipping those a resumed run already finished."""
-    t_start = time.time()
-
-    def emit(kind: str, row: dict) -> None:
-        if kind != "progress":
-            row["time/elapsed_s"] = round(time.time() - t_start, 2)
-            run.log(row)
-        if on_event:
-            on_event(kind, row)
-
-    stack = build_stack(cfg)
-    try:
-        if not resume:  # every input has loaded: only now is the new run's folder made
-            run.create(cfg)
-        if log_to := getattr(stack.verifier, "log_to", None):  # a custom reward's output: <run>/reward.log
-            log_to(run.path)
-        fingerprint = _fingerprint(cfg, stack)
-        fp_file = run.path / FINGERPRINT
-        if resume and fp_file.exists():
-            saved = json.loads(fp_file.read_text())
-            diffs = check_resume(saved, fingerprint, force=force)
-            if saved.get("metapolicy") != fingerprint["metapolicy"]:
-                changed = sorted(k for k in fingerprint["metapolicy"]
-                                 if (saved.get("metapolicy") or {}).get(k) != fingerprint["metapolicy"][k])
-                if not force:
-                    raise MetaPolicyResumeRefused(f"--resume: metapolicy settings {changed} differ from the run's; "
-                                                  "pass --force to continue anyway")
-                diffs.append(f"metapolicy settings {changed} differ")
-            for diff in diffs:
-                notify(f"--force: resuming although {diff}")
-        run.write_fingerprint(fingerprint)
-        digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
-        job = MetaPolicyRun(cfg, run, stack, emit, notify, stop, digest, force)
-        _drop_unfinished(run, job)
-        rows = job.states()
-        sft_policy = job.sft(rows)
-        corpus = job.corpus(sft_policy)
-        trained = job.softrank(sft_policy, corpus)
-        optimizer = torch.optim.AdamW(trained.parameters())
-        save_checkpoint(job.path("final.ckpt"), trained, optimizer, 0, job._extra("final"))
-        results = job.evaluate(sft_policy, trained)
-        report = {"policy": cfg.metapolicy.name, "states": len(rows), "corpus": len(corpus),
-                  "checkpoints": {"sft": str(job.path("sft.ckpt")), "trained": str(job.path("final.ckpt"))},
-                  "validation": results}
-        write_durable(run.path / "deliberation.json", json.dumps(report, indent=1).encode())
-        accs = ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in results.items())
-        notify(f"meta-policy {cfg.metapolicy.name}: validation accuracy {accs}")
-        return report
-    finally:
-        stack.close()
+    fingerprint = host.begin({"metapolicy": cfg.metapolicy.model_dump(mode="json")}, refused=MetaPolicyResumeRefused)
+    if host.actors:
+        host.notify(f"meta-policy {cfg.metapolicy.name}: episodes on {host.actors} Ray rollout actors")
+    job = MetaPolicyRun(cfg, host, fingerprint, host.force)
+    _drop_unfinished(host, job)
+    rows = job.states()
+    sft_policy = job.sft(rows)
+    corpus = job.corpus(sft_policy)
+    trained = job.softrank(sft_policy, corpus)
+    optimizer = torch.optim.AdamW(trained.parameters())
+    save_checkpoint(job.path("final.ckpt"), trained, optimizer, 0, job._extra("final"))
+    results = job.evaluate(sft_policy, trained)
+    report = {"policy": cfg.metapolicy.name, "states": len(rows), "corpus": len(corpus),
+              "checkpoints": {"sft": str(job.path("sft.ckpt")), "trained": str(job.path("final.ckpt"))},
+              "validation": results}
+    write_durable(host.path / "deliberation.json", json.dumps(report, indent=1).encode())
+    accs = ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in results.items())
+    host.notify(f"meta-policy {cfg.metapolicy.name}: validation accuracy {accs}")
+    return report
 
 
-def _drop_unfinished(run: RunDir, job: MetaPolicyRun) -> None:
+def _drop_unfinished(host: "Harness", job: MetaPolicyRun) -> None:
     """Forget what a killed run logged for stages it must redo, and SoftRankPO steps past its checkpoint."""
     done = {"states": job.path("states.json").exists(), "sft": job.path("sft.ckpt").exists(),
             "corpus": job.path("corpus.json").exists()}
@@ -338,14 +305,4 @@ def _drop_unfinished(run: RunDir, job: MetaPolicyRun) -> None:
             return at > 0 and row["step"] <= at
         return stage != "eval"
 
-    if run.metrics.exists():
-        kept = "".join(x + "\n" for x, row in read_lines(run.metrics) if keep(row))
-        write_durable(run.metrics, kept.encode())
-
-
-def run_metapolicy(cfg: Config, run: RunDir, launch: Launch) -> Path:
-    try:
-        train_metapolicy(cfg, run, launch.resume, launch.force, launch.on_event, launch.notify, launch.stop)
-    finally:
-        summarize(run, launch.notify)
-    return run.path
+    host.keep_rows(keep)
