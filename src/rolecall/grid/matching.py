@@ -23,7 +23,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from rolecall.grid.tables import GridData, RunData
+from rolecall.grid.tables import GridData, RunData, Spread
 
 MATCHINGS = ("problems", "generated_tokens", "wall_seconds")
 # Training-side cost per step, from the step rows (diagnostics.rollout_metrics, train.session).
@@ -41,18 +41,8 @@ def t_quantile(df: int) -> float:
 
 
 @dataclass(frozen=True)
-class Paired:
-    """Paired differences over seeds: their mean and 95 % t interval (None from one seed)."""
-
-    values: tuple[float, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.fmean(self.values) if self.values else None
+class Paired(Spread):
+    """Paired differences over seeds: a Spread with its 95 % t interval (None from one seed)."""
 
     @property
     def ci95(self) -> tuple[float, float] | None:

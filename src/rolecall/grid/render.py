@@ -203,11 +203,11 @@ def _flat(g: GridData, row: dict) -> dict:
             out.update(zip(g.names("setting"), v))
         elif k == "method":
             out.update(zip(_method_cols(g), _method_cells(g, row) if "kind" in row else v))
-        elif isinstance(v, Spread):
-            out.update({f"{k}_mean": v.mean, f"{k}_sd": v.sd, f"{k}_min": v.lo, f"{k}_max": v.hi, f"{k}_n": v.n})
-        elif isinstance(v, matching.Paired):
+        elif isinstance(v, matching.Paired):  # before Spread, which it extends
             lo, hi = v.ci95 or (None, None)
             out.update({f"{k}_mean": v.mean, f"{k}_ci95_lo": lo, f"{k}_ci95_hi": hi, f"{k}_n": v.n})
+        elif isinstance(v, Spread):
+            out.update({f"{k}_mean": v.mean, f"{k}_sd": v.sd, f"{k}_min": v.lo, f"{k}_max": v.hi, f"{k}_n": v.n})
         elif k == "routing":  # the config's routing as IP/SP; a method axis may be called routing too
             out["ip_sp"] = ROUTING.get(v, (v,))[0]
         elif k == "cliffs":
