@@ -19,12 +19,21 @@ ray = pytest.importorskip("ray", reason="Ray is in the test extras: pip install 
 def ray_local(monkeypatch):
     """A local Ray instance with 2 CPUs. Its `_temp_dir` is a short folder under /tmp rather than
     under tmp_path: Ray's socket paths live below it and may not exceed 107 bytes."""
+    import signal
+
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     temp = tempfile.mkdtemp(prefix="rc-ray-", dir="/tmp")
+    # ray.init installs SIGTERM/SIGINT handlers of its own and never restores them: put back the
+    # process's own, or every later test that counts on the default handlers fails
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR", _temp_dir=temp)
-    yield temp
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
+    try:
+        yield temp
+    finally:
+        ray.shutdown()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_meta_policy_trains_with_its_episodes_on_two_ray_actors(tiny_model_dir, tmp_path, ray_local, monkeypatch):

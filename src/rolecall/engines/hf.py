@@ -110,9 +110,9 @@ class HFEngine:
         budget) before it has to grow.
 
         On a CPU the distinct prompts run CPU_PREFILL_TOKENS at a time: a forward's activations
-        grow with its rows x width (an aggregator piece of 87 prompts of 219 tokens on SmolLM2
-        is 19,000 tokens), and a CPU matmul gains nothing past a few thousand rows: on the
-        voting validation, 26,000 prompt tokens, the windows took 14 s where whole pieces took
+        grow with its rows x width (a piece of 87 prompts of 219 tokens on SmolLM2 is 19,000
+        tokens), and a CPU matmul gains nothing past a few thousand rows: on a three-role
+        validation of 26,000 prompt tokens, the windows took 14 s where whole pieces took
         18 s. Each window writes straight into the rows of the one cache, so no cache of the
         distinct prompts is held beside the cache of all the rows.
         """
