@@ -85,9 +85,9 @@ def accuracy_within(points: list[tuple[dict[str, float], float]], matching: str,
     return seen[-1] if seen else None
 
 
-def pair_difference(run: RunData, control: RunData, matching: str) -> float | None:
-    """run - control at the smaller of their total costs under `matching`."""
-    a, b = curve(run), curve(control)
+def pair_difference(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[str, float], float]],
+                    matching: str) -> float | None:
+    """run - control (their `curve`s) at the smaller of their total costs under `matching`."""
     if not a or not b:
         return None
     budget = min(a[-1][0][matching], b[-1][0][matching])
@@ -101,7 +101,7 @@ def comparisons(g: GridData) -> list[dict]:
     rows = []
     for (setting, method), cell_runs in g.groups("run").items():
         done = [r for r in cell_runs if r.status == "done"]
-        pairs = [(r, c) for r in done for c in [g.control_for(r)] if c is not None]
+        pairs = [(curve(r), curve(c)) for r in done for c in [g.control_for(r)] if c is not None]
         row = {"setting": setting, "method": method, "seeds": len(done), "paired": len(pairs),
                "routing": done[0].routing if done else ""}
         for m in MATCHINGS:

@@ -112,23 +112,23 @@ def _read_run(out: Path, cell: dict) -> RunData:
     run.routing = run.routing if run.kind == "run" else ""  # a control or base cell is no IP or SP cell
     run.cliff_margin = float((cfg.get("alarms") or {}).get("cliff_margin", CLIFF_MARGIN))
     summary_path, metrics = d / "summary.json", d / "metrics.jsonl"
-    rows = []
-    if metrics.is_file():  # alarm events only: summary.json counts them by kind, the report wants the role
-        with open(metrics, encoding="utf-8", errors="replace") as f:
-            rows = [json.loads(line) for line in f if '"event"' in line and line.strip().endswith("}")]
-    for ev in rows:
-        if ev.get("event") == "alarm":
-            run.alarms[(ev.get("role") or "run", str(ev.get("alarm")))] += 1
     # The summary is a function of the metric rows: recomputed from them where they are, so a run
     # summarized by an older rolecall is read by today's rules (the cliff, the ratios' floors).
-    if metrics.is_file():
-        from rolecall.diagnostics.summary import summarize
-        from rolecall.diagnostics.metrics_log import read_metrics
+    # A damaged metrics file falls back to the summary the run wrote (and no per-role alarms).
+    from rolecall.diagnostics.metrics_log import ReportError, read_metrics
+    from rolecall.diagnostics.summary import summarize
 
-        run.rows = read_metrics(metrics)[0]
+    try:
+        run.rows = read_metrics(metrics)[0] if metrics.is_file() else []
+    except ReportError:
+        run.rows = []
+    if run.rows:
         run.summary = summarize(run.rows)
     elif summary_path.is_file():
         run.summary = json.loads(summary_path.read_text("utf-8"))
+    for ev in run.rows:  # summary.json counts alarms by kind; the report wants the role too
+        if ev.get("event") == "alarm":
+            run.alarms[(ev.get("role") or "run", str(ev.get("alarm")))] += 1
     return run
 
 
