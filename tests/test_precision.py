@@ -125,3 +125,32 @@ def test_the_real_optimizer_step_reaches_the_bf16_sampler(tiny_model_dir):
             fresh = model(input_ids=ids).logits
     assert torch.equal(after, fresh), "sampling used a stale bf16 copy of the adapter after the optimizer step"
     assert not torch.equal(before, after)
+
+
+def test_a_bf16_sampling_block_of_two_adapters_casts_their_weights_once(tiny_model_dir, monkeypatch):
+    """A generation block that mixes adapters row by row reads each layer's concatenated
+    float32 adapters once; on a bf16 base it casts them then, not at every decode step, and
+    each row still gets exactly what its own adapter alone would give it."""
+    from rolecall.policies.lora_router import LoraRouter, router_for
+    from rolecall.policies.model import attach_adapters, load_model
+
+    model = attach_adapters(load_model(str(tiny_model_dir), "bfloat16"), ["p", "q"], r=4, alpha=8, dropout=0.0,
+                            target_modules="all-linear")
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_" in n:
+                p.normal_(0, 0.3)
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, 11, 12]])
+    router = router_for(model)
+    with torch.no_grad():
+        alone = []
+        for row, name in enumerate(["p", "q"]):
+            with router.policy(name):
+                alone.append(model(input_ids=ids[row:row + 1]).logits)
+        casts = []
+        monkeypatch.setattr(LoraRouter, "half", lambda self, *a, _f=LoraRouter.half: casts.append(1) or _f(self, *a))
+        with router.rows(["p", "q"]):
+            mixed = [model(input_ids=ids).logits for _ in range(3)]  # three "decode steps"
+    assert casts == [], "the concatenated adapters were cast to bf16 at every call"
+    assert mixed[0].dtype == torch.bfloat16 and torch.equal(mixed[0], mixed[2])
+    torch.testing.assert_close(mixed[0], torch.cat(alone), atol=2e-2, rtol=2e-2)

