@@ -102,28 +102,38 @@ def trl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, 
 
 def comlrl_ratio(model_dir: Path, data: Path, chars: int, rounds: int, steps: int, *,
                  completion_tokens: int = COMPLETION_TOKENS, lora_r: int = 16, dtype: str = "float32",
-                 rolecall_extra: tuple[str, ...] = ()) -> dict:
+                 rolecall_extra: tuple[str, ...] = (), variants: dict[str, tuple[str, ...]] | None = None) -> dict:
     """CoMLRL (its agents' weights in `dtype`) against rolecall (with `rolecall_extra`
-    overrides), alternating within each round."""
+    overrides), alternating within each round. `variants` (name: more overrides) are more
+    rolecall arms timed in the same rounds, each with its own ratios under `variants`."""
     from benchmarks.comlrl_arm import ensure_venv, run_arm
     from benchmarks.comlrl_compare import DigitShare, rolecall_run
 
     python = ensure_venv()
-    arms: dict[str, list[dict]] = {"comlrl": [], "rolecall": []}
+    extras = {"rolecall": (), **(variants or {})}
+    arms: dict[str, list[dict]] = {"comlrl": [], **{name: [] for name in extras}}
     for r in range(rounds):
-        for arm in (("comlrl", "rolecall") if r % 2 == 0 else ("rolecall", "comlrl")):
+        order = list(arms) if r % 2 == 0 else list(arms)[::-1]
+        for arm in order:
             print(f"[peers] CoMLRL round {r + 1}/{rounds}: {arm}", flush=True)
             if arm == "comlrl":
                 out = run_arm(python, steps=steps, threads=2, seed=r, model=model_dir, problem_chars=chars,
                               max_new_tokens=completion_tokens, fixed_length=True, dtype=dtype)
             else:
                 out = rolecall_run(steps, GROUP, completion_tokens, seed=r,
-                                   extra=(*dataset_overrides(model_dir, data, lora_r), *rolecall_extra),
+                                   extra=(*dataset_overrides(model_dir, data, lora_r), *rolecall_extra, *extras[arm]),
                                    verifier=DigitShare())
             arms[arm].append(_brief(out))
-    ratios = [a["completions_per_s"] / b["completions_per_s"] for a, b in zip(arms["rolecall"], arms["comlrl"])]
-    return {"agents": 2, "dtype": dtype, "group_size": GROUP, **arms, "ratio_per_round": [round(x, 3) for x in ratios],
-            "ratio": round(median(ratios), 3)}
+
+    def ratios(name: str) -> list[float]:
+        return [round(a["completions_per_s"] / b["completions_per_s"], 3) for a, b in zip(arms[name], arms["comlrl"])]
+
+    out = {"agents": 2, "dtype": dtype, "group_size": GROUP, "comlrl": arms["comlrl"], "rolecall": arms["rolecall"],
+           "ratio_per_round": ratios("rolecall"), "ratio": round(median(ratios("rolecall")), 3)}
+    if variants:
+        out["variants"] = {name: {"overrides": list(more), "rolecall": arms[name], "ratio_per_round": ratios(name),
+                                  "ratio": round(median(ratios(name)), 3)} for name, more in variants.items()}
+    return out
 
 
 def _brief(run: dict) -> dict:

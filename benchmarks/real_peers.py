@@ -17,6 +17,9 @@ samples so that no arm can skip a zero-advantage group; one optimizer step per s
   off is the least work TRL can do).
 - **CoMLRL** (two agents): one prompt a step, each agent 8 samples, paired. CoMLRL 1.4.3 has no
   LoRA: it trains one full model copy per agent; rolecall one shared base with a LoRA per role.
+  rolecall is timed twice in each round: with its default diagnostics (a no-grad base-model
+  pass for each role's KL to the base, per-role gradient shares: work no peer does) and with
+  `train.diagnostics=basic`, the statistics CoMLRL computes too.
 
 Each framework runs in the fastest setting it supports on this CPU: rolecall with its real-tier
 default `model.dtype=auto` (bf16 base, fp32 adapters, where the CPU computes bf16 natively);
@@ -43,6 +46,11 @@ from benchmarks.compute_peers import comlrl_ratio, trl_ratio  # noqa: E402
 from benchmarks.provenance import append_result, provenance  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_peers.json"
+# rolecall's default diagnostics add work no peer does: a no-grad base-model pass for the
+# per-role KL to the base (`kl_ref`) and per-role gradient shares. The CoMLRL comparison also
+# times rolecall with `train.diagnostics=basic` (loss, ratio, entropy and clip statistics
+# only), the work CoMLRL itself does, in the same rounds.
+BASIC = {"basic_diagnostics": ("train.diagnostics=basic",)}
 
 
 def summary(part: dict) -> dict:
@@ -121,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             probe = fastest_comlrl(model_dir, args.problem_chars, args.steps - 1, C)
             entry["comlrl"] = comlrl_ratio(model_dir, data, args.problem_chars, args.rounds, args.steps - 1,
                                            completion_tokens=C, lora_r=r, dtype=probe["chosen"],
-                                           rolecall_extra=extra)
+                                           rolecall_extra=extra, variants=BASIC)
             entry["comlrl"]["setting_probe"] = probe
             entry["comlrl"]["lora"] = "rolecall: LoRA per role; CoMLRL: full weights (it has no LoRA)"
             entry["comlrl"]["summary"] = summary(entry["comlrl"])
+            for part in entry["comlrl"]["variants"].values():
+                part["summary"] = summary(part)
             print(f"rolecall / CoMLRL: {entry['comlrl']['summary']}", flush=True)
     entry["minutes"] = round((time.time() - t0) / 60, 1)
     append_result(args.out, "runs", {**entry, **prov, "command": " ".join(

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
+from benchmarks.tables_grid import real_grid_cells, real_grid_matched, real_grid_roles  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -428,6 +429,10 @@ def real_peers() -> str:
         rows.append(f"| CoMLRL MAGRPO, two agents; CoMLRL trains full weights (it has no LoRA), rolecall a LoRA "
                     f"r {e['lora_r']} per role | {setting(c, 'dtype')} | 1 prompt × {c['group_size']} samples per agent "
                     f"| {ratio(c)} | ≥ 3× |")
+        for part in c.get("variants", {}).values():
+            rows.append(f"| the same, rolecall with `{' '.join(part['overrides'])}` (no base-model pass for the "
+                        f"KL to the base, no per-role gradient shares: the work CoMLRL does) | {setting(c, 'dtype')} "
+                        f"| the same | {ratio(part)} | ≥ 3× |")
     rows += ["", _note(
         f"SmolLM2-135M-Instruct (weights {e['model_sha256'][:16]}…), fixed-length work identical in every arm: "
         f"the same problems of {e['problem_chars']} random characters through the model's chat template, every "
@@ -515,6 +520,7 @@ def real_memory() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
+    "real_grid_cells": real_grid_cells, "real_grid_matched": real_grid_matched, "real_grid_roles": real_grid_roles,
     "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,

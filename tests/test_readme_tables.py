@@ -1,6 +1,7 @@
 """The README's tables are rendered from benchmarks/results/ (benchmarks/tables.py), never copied."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -129,3 +130,34 @@ def test_every_rendered_table_names_its_result_file():
 
     for name in ("speed", "speed_notes", "compute_notes", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
         assert "benchmarks/results/" in " ".join(tables.TABLES[name]().split()), name
+
+
+def test_the_grid_tables_read_cliffs_intervals_and_rules_from_the_recorded_grid(tmp_path, monkeypatch):
+    """A run that fell 0.2 below its peak counts as a cliff; one seed gets no interval; a role is
+    shown next to its trivial rules; a grid not yet run says so instead of failing."""
+    from benchmarks import tables_grid
+
+    monkeypatch.setattr(tables_grid, "RESULT", tmp_path / "real_grid.json")
+    assert "No grid recorded yet" in tables_grid.real_grid_cells()
+
+    def run(kind, seed, base, peak, final, fall, rules=None, **labels):
+        return {"cell": f"{kind}-{seed}", "kind": kind, "status": "done", "labels": {**labels, "seed": f"seed{seed}"},
+                "base": base, "peak": peak, "final": final, "fall": fall, "fall_step": 40,
+                "rules_at_last_validation": rules or {}}
+
+    voting = {"workflow": "voting", "routing": "isolated"}
+    rules = {"voting/selection_acc": 0.40, "voting/rule_first_acc": 0.38, "voting/rule_majority_acc": 0.45}
+    doc = {"commit": "abc1234", "date": "2026-11-28", "cells": {"done": 4},
+           "runs": [run("control", 0, 0.2, 0.7, 0.7, 0.0), run("control", 1, 0.2, 0.6, 0.6, 0.0),
+                    run("run", 0, 0.3, 0.8, 0.6, 0.2, rules, **voting), run("run", 1, 0.3, 0.5, 0.5, 0.0, rules, **voting)],
+           "against_control": [{"method": ["voting", "isolated"], "paired_with_control": 2,
+                                "problems": {"mean": 0.05, "ci95": [-0.1, 0.2], "n": 2},
+                                "generated_tokens": {"mean": -0.1, "ci95": None, "n": 1},
+                                "wall_seconds": {"mean": None, "ci95": None, "n": 0},
+                                "peak_vs_own_base": {"mean": 0.35, "ci95": [0.1, 0.6], "n": 2}}]}
+    (tmp_path / "real_grid.json").write_text(json.dumps(doc))
+    cells = tables_grid.real_grid_cells()
+    assert "| voting isolated | 2 of 2 | 0.30 (0.30–0.30) | 0.65 (0.50–0.80) | 0.55 (0.50–0.60) | 0.20 (step 40) | 1 |" in cells
+    matched = tables_grid.real_grid_matched()
+    assert "+0.05 [-0.10, +0.20]" in matched and "-0.10 (one seed, no interval)" in matched
+    assert "| voting isolated | aggregator's pick | 0.40 (0.40–0.40) | always the first 0.38" in tables_grid.real_grid_roles()

@@ -1,0 +1,126 @@
+"""The real-model grid's tables (benchmarks/real_grid.py -> results/real_grid.json), for
+docs/findings.md: the cells over seeds, each cell against the single-agent control at matched
+cost, and the selecting and judging roles against trivial rules. Registered in
+benchmarks/tables.py like every other generated table."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import fmean
+
+RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
+CLIFF_MARGIN = 0.1  # rolecall.grid.tables' default: a fall of this much below an earlier peak
+MATCHED = (("problems", "equal problems"), ("generated_tokens", "equal generated tokens"),
+           ("wall_seconds", "equal training time"))
+# (validation key, what the role is measured against, the trivial rules it is read against)
+ROLES = (("voting/selection_acc", "aggregator's pick", ("voting/rule_first_acc", "voting/rule_majority_acc")),
+         ("eval_opt/evaluator_accuracy", "evaluator's verdict", ("eval_opt/rule_always_correct_acc",)))
+RULE_NAMES = {"voting/rule_first_acc": "always the first", "voting/rule_majority_acc": "the majority",
+              "eval_opt/rule_always_correct_acc": "always \"correct\""}
+
+
+def _doc() -> dict | None:
+    return json.loads(RESULT.read_text()) if RESULT.is_file() else None
+
+
+def _cell(run: dict) -> str:
+    if run["kind"] == "control":
+        return "single-agent control"
+    if run["kind"] == "base":
+        return "base (untrained)"
+    labels = run.get("labels") or {}
+    return " ".join(str(v) for k, v in labels.items() if k != "seed")
+
+
+def _groups(doc: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for run in doc["runs"]:
+        out.setdefault(_cell(run), []).append(run)
+    return out
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{fmean(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def _missing(what: str) -> str:
+    return f"_No {what} recorded yet: `python benchmarks/real_grid.py` runs the grid._\n"
+
+
+def real_grid_cells() -> str:
+    """Per cell: seeds finished, base, peak and final validation accuracy over seeds, the
+    deepest fall below an earlier peak and how many seeds fell by the cliff margin or more."""
+    doc = _doc()
+    if doc is None:
+        return _missing("grid")
+    rows = ["| cell | seeds done | step 0 | peak | final | deepest fall (step) | seeds with a cliff (≥ "
+            f"{CLIFF_MARGIN:.2f}) |", "|---|---|---|---|---|---|---|"]
+    for name, runs in _groups(doc).items():
+        done = [r for r in runs if r["status"] == "done"]
+        if runs[0]["kind"] == "base":
+            rows.append(f"| {name} | – | {_spread([r['base'] for r in done if r['base'] is not None])} | – | – | – | – |")
+            continue
+        falls = [r for r in done if r.get("fall") is not None]
+        deepest = max(falls, key=lambda r: r["fall"], default=None)
+        fall = "–" if deepest is None else f"{deepest['fall']:.2f} (step {deepest['fall_step']})"
+        cliffs = sum(r["fall"] >= CLIFF_MARGIN - 1e-12 for r in falls)
+        rows.append(f"| {name} | {len(done)} of {len(runs)} | {_spread([r['base'] for r in done])} | "
+                    f"{_spread([r['peak'] for r in done])} | {_spread([r['final'] for r in done])} | {fall} | "
+                    f"{cliffs} |")
+    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
+
+
+def _interval(p: dict) -> str:
+    if not p or p.get("mean") is None:
+        return "–"
+    ci = p.get("ci95")
+    tail = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (one seed, no interval)"
+    return f"{p['mean']:+.2f}{tail}"
+
+
+def real_grid_matched() -> str:
+    """Each multi-agent cell minus the control of the same seed at three matched costs, and
+    its peak over its own step 0: mean and 95 % t interval over the paired seeds."""
+    doc = _doc()
+    if doc is None or not doc.get("against_control"):
+        return _missing("comparison with the control")
+    rows = ["| cell | seeds paired | " + " | ".join(label for _, label in MATCHED) + " | peak − own step 0 |",
+            "|---|---|" + "---|" * (len(MATCHED) + 1)]
+    for c in doc["against_control"]:
+        name = " ".join(str(v) for v in c["method"]) or "run"
+        rows.append(f"| {name} | {c['paired_with_control']} | "
+                    + " | ".join(_interval(c[key]) for key, _ in MATCHED)
+                    + f" | {_interval(c['peak_vs_own_base'])} |")
+    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
+
+
+def real_grid_roles() -> str:
+    """The selecting and judging roles at each run's last validation against the trivial rules
+    on the same episodes, means over seeds."""
+    doc = _doc()
+    if doc is None:
+        return _missing("grid")
+    rows = ["| cell | role | the role | trivial rules on the same episodes |", "|---|---|---|---|"]
+    for name, runs in _groups(doc).items():
+        last = [r.get("rules_at_last_validation") or {} for r in runs if r["status"] == "done"]
+        for key, role, rules in ROLES:
+            got = [m[key] for m in last if m.get(key) is not None]
+            if not got:
+                continue
+            rule_text = ", ".join(f"{RULE_NAMES[k]} {_spread([m[k] for m in last if m.get(k) is not None])}"
+                                  for k in rules)
+            rows.append(f"| {name} | {role} | {_spread(got)} | {rule_text} |")
+    if len(rows) == 2:
+        return _missing("selecting or judging role")
+    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
+
+
+def _note(doc: dict) -> str:
+    cells = doc.get("cells") or {}
+    state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
+    return (f"From `benchmarks/results/real_grid.json` (commit {str(doc.get('commit', '?'))[:7]}, "
+            f"{str(doc.get('date', '?'))[:10]}; runs: {state or 'none'}). Ranges are over seeds.")
