@@ -461,7 +461,7 @@ def real_precision_speed() -> str:
                 f"| | |")
     load = ", ".join(f"{x:.1f}" for x in doc["loadavg"])
     rows += ["", _note(
-        f"Goal: the bf16 step ≤ 0.55 of the fp32 step (stretch 0.5). Work: `{w['config']}` at {w['prompts']} "
+        f"Goal: the bf16 step ≤ 0.5 of the fp32 step. Work: `{w['config']}` at {w['prompts']} "
         f"problems × {w['samples']} samples × {w['max_new_tokens']} tokens, `ignore_eos`, {w['threads']} threads, "
         f"medians of {w['rounds']} alternating rounds, both dtypes at the defaults (`algo.micro_batch_tokens: auto`); "
         f"the matmul rate in each dtype measured in the same run (load average {load}). bf16's χ² spans "
