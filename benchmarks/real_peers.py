@@ -2,7 +2,7 @@
 and vs CoMLRL's MAGRPO (two roles), on SmolLM2-135M-Instruct.
 
     rolecall get-model smollm2-135m          # once
-    python benchmarks/real_peers.py          # ~15 minutes on 2 cores (+ the CoMLRL venv, built once)
+    python benchmarks/real_peers.py          # ~25 minutes on 2 cores (+ the CoMLRL venv, built once)
 
 The work is `compute_peers.py`'s, at the real tier's size and on its model, identical in every
 arm: the same 64 problems of `--problem-chars` random characters (rendered by SmolLM2's chat

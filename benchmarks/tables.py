@@ -402,8 +402,10 @@ def real_speed() -> str:
 
 
 def real_peers() -> str:
-    """rolecall against TRL and CoMLRL on SmolLM2 (benchmarks/real_peers.py): the newest entry."""
-    e = _load("real_peers.json")["runs"][-1]
+    """rolecall against TRL and CoMLRL on SmolLM2 (benchmarks/real_peers.py): each peer's newest
+    entry (`--only` records one peer)."""
+    runs = _load("real_peers.json")["runs"]
+    newest = {peer: next((e for e in reversed(runs) if peer in e), None) for peer in ("trl", "comlrl")}
 
     def ratio(part: dict) -> str:
         m = part["summary"]
@@ -418,13 +420,15 @@ def real_peers() -> str:
 
     rows = ["| against | peer's setting | work per step | rolecall ÷ peer, completions/s: median (rounds) | goal |",
             "|---|---|---|---|---|"]
-    if "trl" in e:
+    if newest["trl"]:
+        e = newest["trl"]
         t = e["trl"]
         rows.append(f"| TRL {t['trl_version']} GRPOTrainer, activation recomputation "
                     f"{'on' if t.get('gradient_checkpointing') else 'off'}, LoRA r {e['lora_r']} in both "
                     f"| {setting(t, 'precision')} | {t['prompts_per_step']} prompts × {t['group_size']} samples "
                     f"| {ratio(t)} | ≥ 2× |")
-    if "comlrl" in e:
+    if newest["comlrl"]:
+        e = newest["comlrl"]
         c = e["comlrl"]
         rows.append(f"| CoMLRL MAGRPO, two agents; CoMLRL trains full weights (it has no LoRA), rolecall a LoRA "
                     f"r {e['lora_r']} per role | {setting(c, 'dtype')} | 1 prompt × {c['group_size']} samples per agent "
@@ -440,8 +444,10 @@ def real_peers() -> str:
         f"steps per run, the arms alternating; rolecall at `model.dtype={e.get('rolecall_dtype', 'float32')}`. "
         "TRL's settings: fp32; autocast (fp32 weights, `bf16=True`); bf16 (bf16 weights, `bf16=True`, fp32 "
         "adapters). CoMLRL's: its agents' weights in fp32 or bf16. "
-        f"Recorded {e['date'][:10]} in `benchmarks/results/real_peers.json`, "
-        f"commit {str(e['commit'])[:7]}{' (dirty)' if e.get('dirty') else ''}, torch {e['versions']['torch']}.")]
+        f"Recorded in `benchmarks/results/real_peers.json`: " + "; ".join(
+            f"{name} {x['date'][:10]}, commit {str(x['commit'])[:7]}{' (dirty)' if x.get('dirty') else ''}"
+            for name, x in (("TRL", newest["trl"]), ("CoMLRL", newest["comlrl"])) if x)
+        + f"; torch {e['versions']['torch']}.")]
     return "\n".join(rows) + "\n"
 
 
