@@ -24,7 +24,7 @@ from benchmarks.tables_grid import real_grid_cells, real_grid_matched, real_grid
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 # Every document whose tables are generated: a block may sit in any of them.
-DOCUMENTS = [README, ROOT / "benchmarks" / "README.md", ROOT / "docs" / "real_tier.md"]
+DOCUMENTS = [README, ROOT / "benchmarks" / "README.md", ROOT / "docs" / "real_tier.md", ROOT / "docs" / "findings.md"]
 BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 

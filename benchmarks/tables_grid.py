@@ -122,5 +122,6 @@ def real_grid_roles() -> str:
 def _note(doc: dict) -> str:
     cells = doc.get("cells") or {}
     state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
-    return (f"From `benchmarks/results/real_grid.json` (commit {str(doc.get('commit', '?'))[:7]}, "
-            f"{str(doc.get('date', '?'))[:10]}; runs: {state or 'none'}). Ranges are over seeds.")
+    prov = doc.get("provenance") or doc
+    return (f"From `benchmarks/results/real_grid.json` (recorded {str(prov.get('date', '?'))[:10]} at commit "
+            f"{str(prov.get('commit', '?'))[:7]}; runs: {state or 'none'}). Ranges are over seeds.")

@@ -147,7 +147,7 @@ def test_the_grid_tables_read_cliffs_intervals_and_rules_from_the_recorded_grid(
 
     voting = {"workflow": "voting", "routing": "isolated"}
     rules = {"voting/selection_acc": 0.40, "voting/rule_first_acc": 0.38, "voting/rule_majority_acc": 0.45}
-    doc = {"commit": "abc1234", "date": "2026-11-28", "cells": {"done": 4},
+    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-28"}, "cells": {"done": 4},
            "runs": [run("control", 0, 0.2, 0.7, 0.7, 0.0), run("control", 1, 0.2, 0.6, 0.6, 0.0),
                     run("run", 0, 0.3, 0.8, 0.6, 0.2, rules, **voting), run("run", 1, 0.3, 0.5, 0.5, 0.0, rules, **voting)],
            "against_control": [{"method": ["voting", "isolated"], "paired_with_control": 2,
@@ -161,3 +161,4 @@ def test_the_grid_tables_read_cliffs_intervals_and_rules_from_the_recorded_grid(
     matched = tables_grid.real_grid_matched()
     assert "+0.05 [-0.10, +0.20]" in matched and "-0.10 (one seed, no interval)" in matched
     assert "| voting isolated | aggregator's pick | 0.40 (0.40–0.40) | always the first 0.38" in tables_grid.real_grid_roles()
+    assert "recorded 2026-11-28 at commit abc1234" in cells
