@@ -43,6 +43,8 @@ def run_child(cmd: list[str], **kw) -> None:
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
         rc = proc.wait()
+    except KeyboardInterrupt:
+        rc = None  # stopped: the child is stopped below, then this driver exits without a traceback
     finally:
         signal.signal(signal.SIGTERM, previous)
         if proc.poll() is None:
@@ -51,6 +53,10 @@ def run_child(cmd: list[str], **kw) -> None:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    if rc is None:
+        print(f"stopped: {' '.join(map(str, cmd[:4]))} ... was stopped too (a training run saves its step first)",
+              file=sys.stderr)
+        raise SystemExit(130)
     if rc:
         raise subprocess.CalledProcessError(rc, cmd)
 
