@@ -72,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         load.append(os.getloadavg()[0])
     stack.verifier.close()
     med = {a: median(v) for a, v in times.items()}
-    doc = {"ratio_per_round": per_round(times, args.steps), "work": {"config": "configs/real/smollm2-single.yaml", "prompts": 8, "samples": 8, "max_new_tokens": 48,
+    rounds = per_round(times, args.steps)
+    doc = {"ratio_per_round": rounds, "work": {"config": "configs/real/smollm2-single.yaml", "prompts": 8, "samples": 8, "max_new_tokens": 48,
                     "ignore_eos": True, "dtype": str(stack.model.dtype).replace("torch.", ""), "rounds": args.rounds,
                     "steps_per_arm_per_round": args.steps},
            "step_s": times, "median_step_s": med, "ratio_4mb_over_32mb": round(med["4MB"] / med["32MB"], 3),
-           "ratio_median_of_rounds": round(median(per_round(times, args.steps)), 3),
+           "ratio_median_of_rounds": round(median(rounds), 3),
            "loadavg": [round(x, 2) for x in load]}
     write_result(args.out, doc, model_dir=None)
     print(f"median step: {med}; 4 MB / 32 MB per round {doc['ratio_per_round']}, median {doc['ratio_median_of_rounds']}")

@@ -46,7 +46,7 @@ def run_record(g, run) -> dict:
     acc = (run.summary or {}).get("accuracy") or {}
     return {"cell": run.name, "kind": run.kind, "status": run.status, "labels": run.labels, "routing": run.routing,
             **{k: acc.get(k) for k in ("base", "peak", "peak_step", "final", "final_step", "fall", "fall_from_step",
-                                        "fall_step")},
+                                        "fall_step")}, "cliff_margin": run.cliff_margin,
             "curve": [{**{m: round(c[m], 2) for m in matching.MATCHINGS}, "accuracy": a}
                       for c, a in matching.curve(run)],
             "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},

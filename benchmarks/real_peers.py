@@ -34,6 +34,7 @@ range over the rounds. Appends to benchmarks/results/real_peers.json with proven
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = resolve_model_dir(args.model)
     prov = provenance(model_dir)
     t0 = time.time()
+    load_before = [round(x, 2) for x in os.getloadavg()]  # the machine's load before this run's own
     entry = {"model": args.model, "problem_chars": args.problem_chars, "completion_tokens": args.completion_tokens,
              "lora_r": args.lora_r, "rounds": args.rounds, "timed_steps_per_run": args.steps - 1}
     C, r = args.completion_tokens, args.lora_r
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 part["summary"] = summary(part)
             print(f"rolecall / CoMLRL: {entry['comlrl']['summary']}", flush=True)
     entry["minutes"] = round((time.time() - t0) / 60, 1)
+    entry["loadavg"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     append_result(args.out, "runs", {**entry, **prov, "command": " ".join(
         ["python", "benchmarks/real_peers.py", *(argv if argv is not None else sys.argv[1:])])})
     return 0
