@@ -151,5 +151,5 @@ def test_answer_from_is_refused_where_the_verifier_would_ignore_it():
 
     cfg = load_config(None, ["reward.answer_from=boxed_or_last_number"])
     assert cfg.reward.answer_from == "boxed_or_last_number"
-    with pytest.raises(ConfigError, match="reward.answer_from: 'boxed_or_last_line' is read only by math, reasoning_gym"):
-        load_config(None, ["task.name=multihop", "reward.name=qa", "reward.answer_from=boxed_or_last_line"])
+    with pytest.raises(ConfigError, match="reward.answer_from: 'boxed_or_last_line' is read only by math, qa, reasoning_gym"):
+        load_config(None, ["reward.name=mypkg.grading:score", "reward.answer_from=boxed_or_last_line"])

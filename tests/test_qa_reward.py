@@ -50,3 +50,44 @@ def test_verify_qa_cli_prints_one_json_object():
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["score"] == 1.0 and out["status"] == "ok" and out["gold"] == ["Paris", "paris city"]
+
+
+@pytest.mark.parametrize("reply, extracted, source, em", [
+    ("Leba", "Leba", "last_line", 1.0),
+    ("Let me look.\nThe answer is: Leba.", "Leba.", "last_line", 1.0),
+    ("Leba is a land by the sea.", "Leba is a land by the sea.", "last_line", 0.0),  # a sentence is not the name
+    ("so \\boxed{Leba}", "Leba", "boxed", 1.0),
+    ("\\boxed{Leba", None, "none", 0.0),  # an unclosed box is no answer, not a line to fall back on
+])
+def test_answer_from_last_line_grades_a_plain_reply(reply, extracted, source, em):
+    s = grade_qa(reply, ["Leba"], answer_from="boxed_or_last_line")
+    assert (s.extracted, s.info.get("extracted_from"), s.info.get("em", 0.0)) == (extracted, source, em)
+    if extracted is None:
+        assert s.status == "no_answer"
+
+
+def test_answer_from_boxed_keeps_the_answer_marker_fallback():
+    # the default reads a box, else an `Answer:` line; a bare last line is no answer
+    assert grade_qa("Leba", ["Leba"]).status == "no_answer"
+    assert grade_qa("Answer: Leba", ["Leba"]).value == 1.0
+
+
+def test_the_qa_reward_reads_answer_from_in_a_config(tmp_path):
+    from rolecall.config import load_config
+    from rolecall.rewards.verifier import build_verifier
+    from rolecall.types import Problem
+
+    cfg = load_config(None, ["task.name=multihop", "reward.name=qa", "reward.answer_from=boxed_or_last_line"])
+    v = build_verifier(cfg.reward)
+    (s,) = v.score_many(["The answer is Leba"], [Problem("u", "q", "Leba", {"kind": "qa"})])
+    assert s.value == 1.0 and s.info["extracted_from"] == "last_line"
+
+
+def test_verify_qa_cli_reads_answer_from():
+    res = CliRunner().invoke(app, ["verify", "qa", "--gold", "Leba", "--completion", "-",
+                                   "--answer-from", "boxed_or_last_line"], input="The answer is Leba")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["score"] == 1.0
+    res = CliRunner().invoke(app, ["verify", "qa", "--gold", "Leba", "--completion", "-", "--answer-from", "last"],
+                             input="Leba")
+    assert res.exit_code != 0 and "--answer-from" in res.output

@@ -187,8 +187,8 @@ def test_two_hops_then_a_right_answer(corpus):
 @pytest.mark.parametrize("queries, answer, suff, abst, gen, search", [
     (["\\boxed{cats}", "\\boxed{done}"], "\\boxed{abstain}", False, True, 0.5, -0.5),      # right to abstain
     (["\\boxed{Darvel}", "\\boxed{done}"], "\\boxed{abstain}", True, True, 0.0, 0.0),       # abstained on enough
-    (["\\boxed{Darvel}", "\\boxed{done}"], "\\boxed{Telmora}", True, False, -0.5, 0.5),     # answered wrong
-    (["\\boxed{cats}", "\\boxed{done}"], "no box at all", False, False, -0.5, 0.0),          # no answer = wrong
+    (["\\boxed{Darvel}", "\\boxed{done}"], "\\boxed{Telmora}", True, False, 0.0, 0.5),      # answered wrong
+    (["\\boxed{cats}", "\\boxed{done}"], "no box at all", False, False, 0.0, 0.0),           # no answer = wrong
 ])
 def test_cross_agent_rewards_by_hand(corpus, queries, answer, suff, abst, gen, search):
     reply, _ = script(queries, answer)
@@ -461,3 +461,48 @@ def test_eval_output_is_strict_json():
                                 "x": float("inf"), "checkpoint": None}))
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in output")) == {
         "val/accuracy": 0.5, "val/search_answer/abstain_precision": None, "x": None, "checkpoint": None}
+
+
+def test_default_generator_reward_never_pays_abstaining_on_sufficient_evidence_over_answering():
+    # The collapse's cause: with a wrong-answer penalty w, a generator right with probability
+    # p < w / (1 + w) earns most by abstaining everywhere. The default has no such term (the
+    # seed's form), so answering sufficient evidence is never worth less than abstaining on it.
+    from rolecall.workflows.search_answer import SearchAnswer, dac_rewards
+    wf = SearchAnswer()
+    coef = dict(alpha=wf.alpha, wrong_penalty=wf.wrong_penalty, sufficiency_weight=wf.sufficiency_weight,
+                abstain_penalty=wf.abstain_penalty)
+    wrong, _ = dac_rewards(0.0, False, True, **coef)
+    abstain, _ = dac_rewards(0.0, True, True, **coef)
+    assert wrong >= abstain
+    # ...and a penalty brings the collapse back for a generator right a quarter of the time
+    pen = {**coef, "wrong_penalty": 0.5}
+    answer_value = 0.25 * dac_rewards(1.0, False, True, **pen)[0] + 0.75 * dac_rewards(0.0, False, True, **pen)[0]
+    assert answer_value < dac_rewards(0.0, True, True, **pen)[0]
+    # on evidence that cannot answer, abstaining still wins
+    assert dac_rewards(0.0, True, False, **coef)[0] > dac_rewards(0.0, False, False, **coef)[0]
+
+
+@pytest.mark.parametrize("reply, abstained", [
+    ("unknown", True), ("Unknown. The evidence does not say.", True), ("The answer is unknown.", True),
+    ("unknown\n\nVefe is not in the evidence.", True), ("\\boxed{unknown}", True),
+    ("Leba", False), ("Leba, not unknown", False), ("I do not know", False), ("unknowns", False),
+    ("\\boxed{Leba} unknown", False),  # a box is the answer
+])
+def test_plain_abstention_is_the_abstain_word_leading_the_answer(reply, abstained):
+    from rolecall.workflows.search_answer import SearchAnswer
+    assert SearchAnswer(abstain_word="unknown", role_format="plain").abstained(reply) is abstained
+    # under the paper's boxed format only the box counts
+    assert SearchAnswer(abstain_word="unknown").abstained(reply) is (reply == "\\boxed{unknown}")
+
+
+def test_plain_searcher_query_is_the_whole_reply(corpus):
+    from rolecall.workflows.search_answer import parse_query
+    assert parse_query("Query: Brimco\nfirm town", "plain") == "Brimco firm town"
+    assert parse_query("Brimco\nDarvel town") == "Darvel town"  # boxed format: the last line
+    assert parse_query("look for \\boxed{Brimco}", "plain") == "Brimco"
+    reply, seen = script(["Brimco: a firm", "Search query: Darvel town"], "The answer is Quessia")
+    (ep,), m = run(reply, corpus=corpus, options={"role_format": "plain", "abstain_word": "unknown"})
+    assert ep.info["queries"] == ["Brimco: a firm", "Darvel town"] and ep.info["sufficient"]
+    assert not ep.info["abstained"]
+    with pytest.raises(ValueError, match="workflow.options.role_format"):
+        build_workflow("search_answer", workflow_prompts("search_answer", None), {"role_format": "words"})

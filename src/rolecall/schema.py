@@ -254,7 +254,7 @@ class RewardCfg(_Strict):
     format_penalty: float = Field(0.0, ge=0, description="Subtracted when the final answer has no \\boxed{} (math, qa, reasoning_gym; "
                                                          "with an answer_from fallback: nor a fallback answer) or no fenced code block (code).")
     answer_from: Literal["boxed", "boxed_or_last_number", "boxed_or_last_line"] = Field(
-        "boxed", description="Where math and reasoning_gym take the answer from: the last \\boxed{} only, or, for a "
+        "boxed", description="Where math, reasoning_gym and qa take the answer from: the last \\boxed{} only, or, for a "
                              "completion with no \\boxed{ at all, its last plain number / last non-empty line; the "
                              "score's extracted_from says which was graded (docs/verifiers.md).")
     math_checker: Literal["auto", "math_verify", "strict"] = Field(

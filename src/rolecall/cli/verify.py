@@ -114,13 +114,15 @@ def verify_qa(
     gold: list[str] = typer.Option(..., "--gold", help="A gold answer; repeat for several."),
     completion: str = typer.Option(..., "--completion", help="A file holding the completion, or - for stdin."),
     metric: str = typer.Option("em", help="em (normalised exact match) or f1."),
+    answer_from: str = typer.Option("boxed", "--answer-from", help=_ANSWER_FROM_HELP),
 ) -> None:
-    """Grade a completion's answer against gold answers (normalised EM / token F1)."""
+    """Grade a completion's answer against gold answers (normalised EM / token F1; the trainer's qa reward)."""
     from rolecall.rewards.qa import METRICS, grade_qa
 
     if metric not in METRICS:
         fail(f"--metric: unknown {metric!r}; allowed: {', '.join(METRICS)}")
-    s = grade_qa(_read_completion(completion), gold, metric=metric)
+    _check_answer_from(answer_from)
+    s = grade_qa(_read_completion(completion), gold, metric=metric, answer_from=answer_from)
     _emit({**s.to_json(), "gold": gold})
 
 

@@ -2,7 +2,10 @@
 
 Normalisation is the SQuAD/HotpotQA one: lower-case, drop punctuation and the articles
 a/an/the, collapse whitespace. The answer is the last `\\boxed{}` after any think block;
-without one, the text after the last `Answer:` line marker; otherwise there is none.
+without one, the text after the last `Answer:` line marker; otherwise there is none. With
+`reward.answer_from: boxed_or_last_line` (small models that never box), a reply with no
+`\\boxed{` at all is graded on its last non-empty line, an `Answer:` / `The answer is` prefix
+removed (`rolecall.parsing.final_answer`).
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import re
 import string
 from collections import Counter
 
-from rolecall.parsing import last_boxed, strip_think
+from rolecall.parsing import final_answer, last_boxed, strip_think
 from rolecall.rewards.base import Score
 
 METRICS = ("em", "f1")
@@ -42,6 +45,7 @@ def gold_answers(meta: dict, answer: str) -> list[str]:
 
 
 def extract_answer(completion: str) -> str | None:
+    """The answer graded under `answer_from: boxed`: see the module docstring."""
     text = strip_think(completion)
     boxed = last_boxed(text)
     if boxed:
@@ -50,18 +54,24 @@ def extract_answer(completion: str) -> str | None:
     return marks[-1] if marks else None
 
 
-def grade_qa(completion: str, golds: list[str], *, metric: str = "em", missing_answer_penalty: float = 0.0) -> Score:
+def grade_qa(completion: str, golds: list[str], *, metric: str = "em", missing_answer_penalty: float = 0.0,
+             answer_from: str = "boxed") -> Score:
     """Score = exact match (0/1) or the best F1 over the gold answers; status ok iff an exact match."""
     if metric not in METRICS:
         raise ValueError(f"metric: unknown {metric!r}; allowed: {list(METRICS)}")
     golds = [g for g in golds if isinstance(g, str) and normalize_answer(g)]
     if not golds:
         return Score(None, "unscorable", info={"reason": "no usable gold answer"})
-    pred = extract_answer(completion)
+    via = {}
+    if answer_from == "boxed":
+        pred = extract_answer(completion)
+    else:
+        found = final_answer(completion, answer_from)
+        pred, via = found.text, {"extracted_from": found.source}
     if not pred or not normalize_answer(pred):
-        return Score(0.0 - missing_answer_penalty, "no_answer", pred)
+        return Score(0.0 - missing_answer_penalty, "no_answer", pred, info=via)
     pred = pred[:_MAX_ANSWER_CHARS]
     em = any(normalize_answer(pred) == normalize_answer(g) for g in golds)
     best_f1 = max(f1(pred, g) for g in golds)
     value = float(em) if metric == "em" else best_f1
-    return Score(value, "ok" if em else "wrong", pred, info={"em": float(em), "f1": best_f1})
+    return Score(value, "ok" if em else "wrong", pred, info={"em": float(em), "f1": best_f1, **via})

@@ -27,6 +27,26 @@ penalised when the generator abstains) but not one formula; this is rolecall's f
 every coefficient an option. `abstain_signal: false` is the seed's falsification test:
 both abstention terms (alpha and abstain_penalty) are removed, nothing else changes.
 
+Why `wrong_penalty` defaults to 0 (the seed's generator reward has no wrong-answer term):
+with a penalty w, answering on sufficient evidence is worth p - (1 - p) w to a generator
+right with probability p, and abstaining 0, so a generator below p = w / (1 + w) (1/3 at
+w = 0.5, every small model at its start) earns most by abstaining everywhere: the collapse
+to abstention is that reward's optimum, not an accident of training. At w = 0 answering
+never loses to abstaining where the evidence suffices, and abstaining wins only where it
+does not (alpha > 0). A second cause is the estimator: GRPO divides each group's rewards by
+their spread, so in a group where some abstain on poor evidence and the rest answer wrong
+the push toward abstaining is as large for alpha = 0.01 as for alpha = 1; the seed's
+threshold (alpha against the reward for answering hard but sufficient evidence) only holds
+where rewards keep their scale, as a mean-only estimator (`algo.estimator: drgrpo`) keeps
+them. docs/search_answer.md has the measurements.
+
+`role_format: plain` (a deviation from the paper, for small models that never box): a
+searcher's query is its whole reply (a box if it wrote one, a leading `Query:` dropped), and
+the generator abstained when its final answer (its box, else its last line, an `Answer:` /
+`The answer is` prefix dropped) or its first line begins with the abstain word (`unknown`,
+`Unknown. The evidence does not say.`). Pair it with `reward.answer_from: boxed_or_last_line`,
+which grades that same last line.
+
 Hard-positive augmentation (`augment`, a rate): in training episodes only, that share of
 episodes adds a second generator turn (slot `generator_aug`) on evidence that is sufficient
 by construction, the problem's support passages (`meta["support"]` ids, else passages
@@ -38,21 +58,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections import OrderedDict
 from importlib import resources
 from statistics import fmean
 
 import yaml
 
-from rolecall.parsing import last_boxed, strip_think
+from rolecall.parsing import final_answer, last_boxed, strip_think
 from rolecall.retrieval import BM25Retriever, Passage
 from rolecall.retrieval.corpus import passage_from_row
 from rolecall.rewards.qa import gold_answers, normalize_answer
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
 
 SEARCH_PROMPTS = yaml.safe_load(resources.files("rolecall.workflows").joinpath("prompts/search.yaml").read_text("utf-8"))
 _MAX_QUERY_CHARS = 200
+_QUERY_PREFIX = re.compile(r"^\W*(?:search\s+)?query\s*[:=]\s*", re.IGNORECASE)
 
 
 class SearchAnswer(Workflow):
@@ -61,9 +83,9 @@ class SearchAnswer(Workflow):
     templates = {"searcher": ("question", "evidence", "stop"), "generator": ("question", "evidence", "abstain")}
 
     def __init__(self, prompts=SEARCH_PROMPTS, hops: int = 2, top_k: int = 3, corpus: str | None = None,
-                 alpha: float = 0.5, wrong_penalty: float = 0.5, sufficiency_weight: float = 0.5,
+                 alpha: float = 0.5, wrong_penalty: float = 0.0, sufficiency_weight: float = 0.5,
                  abstain_penalty: float = 0.5, abstain_signal: bool = True, augment: float = 0.25,
-                 abstain_word: str = "abstain", stop_word: str = "done") -> None:
+                 abstain_word: str = "abstain", stop_word: str = "done", role_format: str = "boxed") -> None:
         self.hops, self.top_k = positive_int_option("hops", hops), positive_int_option("top_k", top_k)
         for name, value in (("alpha", alpha), ("wrong_penalty", wrong_penalty),
                             ("sufficiency_weight", sufficiency_weight), ("abstain_penalty", abstain_penalty)):
@@ -85,6 +107,7 @@ class SearchAnswer(Workflow):
         self.abstain_penalty = float(abstain_penalty) if abstain_signal else 0.0
         self.wrong_penalty, self.sufficiency_weight = float(wrong_penalty), float(sufficiency_weight)
         self.augment, self.abstain_word, self.stop_word = float(augment), abstain_word, stop_word
+        self.role_format = role_format_option(role_format)
         self._files: dict[str, BM25Retriever] = {}
         self._contexts: OrderedDict[str, BM25Retriever] = OrderedDict()
         super().__init__(prompts)
@@ -99,7 +122,7 @@ class SearchAnswer(Workflow):
             reply = await team.call("searcher", [user(self.render(
                 "searcher", question=problem.prompt, evidence=self.show(found.values(), "(nothing yet)"),
                 stop=self.stop_word))])
-            query = parse_query(reply)
+            query = parse_query(reply, self.role_format)
             if not query or normalize_answer(query) == normalize_answer(self.stop_word):
                 break
             queries.append(query)
@@ -163,8 +186,16 @@ class SearchAnswer(Workflow):
         return "\n".join(lines) if lines else empty
 
     def abstained(self, text: str) -> bool:
-        boxed = last_boxed(strip_think(text))
-        return boxed is not None and normalize_answer(boxed) == normalize_answer(self.abstain_word)
+        """`\\boxed{abstain}`; under `role_format: plain` also a final answer or first line that
+        begins with the abstain word (the module docstring)."""
+        word = normalize_answer(self.abstain_word)
+        text = strip_think(text)
+        boxed = last_boxed(text)
+        if boxed is not None or self.role_format != "plain":
+            return boxed is not None and normalize_answer(boxed) == word
+        lines = [line for line in text.splitlines() if line.strip()]
+        said = [final_answer(text, "boxed_or_last_line").text or "", lines[0] if lines else ""]
+        return any(f"{normalize_answer(s)} ".startswith(f"{word} ") for s in said)
 
     # -- credit --------------------------------------------------------------------------------
 
@@ -224,11 +255,14 @@ def sufficient(passages, golds: list[str]) -> bool:
     return any(w in f" {normalize_answer(p.render())} " for p in passages for w in wanted)
 
 
-def parse_query(reply: str) -> str:
-    """The query a searcher wrote: its last `\\boxed{}`, else its last non-empty line."""
+def parse_query(reply: str, role_format: str = "boxed") -> str:
+    """The query a searcher wrote: its last `\\boxed{}`, else its last non-empty line (under
+    `role_format: plain`, its whole reply, a leading `Query:` dropped)."""
     text = strip_think(reply)
     boxed = last_boxed(text)
-    if boxed is None:
+    if boxed is None and role_format == "plain":
+        boxed = _QUERY_PREFIX.sub("", " ".join(text.split()))
+    elif boxed is None:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         boxed = lines[-1] if lines else ""
     return boxed[:_MAX_QUERY_CHARS].strip()
