@@ -42,12 +42,13 @@ def _script(first: list[str], refined: dict[str, str]):
 
 def _run(options: dict, script, problems=(PROBLEM,)):
     wf = build_workflow("deliberation", workflow_prompts("deliberation", None), options)
+    routes = {role: "agent" for role in wf.roles}
     from rolecall.config import RewardCfg
     from rolecall.rewards.verifier import build_verifier
     from rolecall.rewards.verifier import as_check
     verifier = build_verifier(RewardCfg(math_checker="strict"))
     try:
-        eps = rollout(wf, list(problems), 1, ScriptedEngine(script), {"agent": "agent"}, lambda r: 32, 0.7,
+        eps = rollout(wf, list(problems), 1, ScriptedEngine(script), routes, lambda r: 32, 0.7,
                       check=as_check(verifier))
     finally:
         verifier.close()
@@ -134,6 +135,13 @@ def test_deliberation_options_are_checked(tmp_path):
         build_workflow("deliberation", prompts, {"agents": 0})
     with pytest.raises(ValueError, match="rounds"):
         build_workflow("deliberation", prompts, {"rounds": -1})
+    for name, value in (("critic", "yes"), ("answer_from", "last"), ("role_format", "words")):
+        with pytest.raises(ValueError, match=f"workflow.options.{name}"):
+            build_workflow("deliberation", prompts, {name: value})
+    without = {k: v for k, v in prompts.items() if k != "critic"}
+    build_workflow("deliberation", without, {})  # no critic, no critic template needed
+    with pytest.raises(ValueError, match="no template 'critic'"):
+        build_workflow("deliberation", without, {"critic": True})
     bad = tmp_path / "x.ckpt"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a meta-policy checkpoint"):
@@ -280,3 +288,63 @@ def test_workflows_import_without_torch_or_model_libraries():
             "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _critic_script(first: list[str], refined: dict[str, str], verdict, seen: list[str]):
+    """`_script`, and a critic that judges a reply by `verdict(solution)`; `seen` logs what it judged."""
+    agents = _script(first, refined)
+
+    def script(req):
+        text = req.messages[-1]["content"]
+        if text.startswith("Check the solution"):
+            solution = text.split("Solution: ", 1)[1]
+            seen.append(solution)
+            return verdict(solution)
+        return agents(req)
+    return script
+
+
+def test_the_critic_judges_each_reply_once_and_its_verdict_joins_the_state():
+    from rolecall.metapolicy.state import FEATURES
+    seen: list[str] = []
+    script = _critic_script([r"\boxed{42}", r"\boxed{41}", r"\boxed{41}"],
+                            {r"\boxed{41}": r"\boxed{42}", r"\boxed{42}": r"\boxed{42}"}, lambda sol: r"\boxed{Correct}" if "42" in sol else r"\boxed{Incorrect}", seen)
+    wf, (ep,) = _run({"rounds": 2, "deliberator": "refine", "critic": True}, script)
+    assert wf.roles == ("agent", "critic")
+    correct, missing = FEATURES.index("critic_correct"), FEATURES.index("critic_missing")
+    feats = ep.info["deliberation"]["features"]
+    # round 0: agent0 holds 42 (Correct), agents 1 and 2 hold 41 (Incorrect), as their peers see them too
+    own0 = [own for own, _ in feats[0]]
+    assert [v[correct] for v in own0] == [1.0, 0.0, 0.0] and all(v[missing] == 0.0 for v in own0)
+    assert [p[correct] for p in feats[0][0][1]] == [0.0, 0.0]
+    # round 1: every agent refined to 42: judged Correct
+    assert [own[correct] for own, _ in feats[1]] == [1.0, 1.0, 1.0]
+    # one critic call per distinct reply of the episode: 42 and 41 (41's refinement, 42, is known)
+    assert sorted(seen) == [r"\boxed{41}", r"\boxed{42}"]
+    assert sum(t.role == "critic" for t in ep.turns) == 2
+
+
+def test_the_critic_and_branches_share_verdicts_and_plain_text_reads():
+    seen: list[str] = []
+    script = _critic_script(["The answer is 42.\nConfidence: 0.9", "I think 41", "41"], {"I think 41": "It is 42", "41": "40",
+                                                                                        "The answer is 42.": "42"},
+                            lambda sol: "Correct." if "42" in sol else "That is wrong.", seen)
+    wf, (ep,) = _run({"rounds": 1, "critic": True, "counterfactual": True, "role_format": "plain",
+                      "answer_from": "boxed_or_last_number"}, script)
+    log = ep.info["deliberation"]
+    assert log["answers"][0] == ["42", "41", "41"]  # plain answers, not the confidence's 0.9
+    from rolecall.metapolicy.state import FEATURES
+    correct = FEATURES.index("critic_correct")
+    assert [own[correct] for own, _ in log["features"][0]] == [1.0, 0.0, 0.0]
+    # nine branches, yet each distinct reply was judged once
+    assert len(seen) == len(set(seen)) and set(seen) == {"The answer is 42.\nConfidence: 0.9", "I think 41", "41",
+                                                          "It is 42", "40", "42"}
+
+
+def test_no_critic_means_missing_verdicts():
+    from rolecall.metapolicy.state import FEATURES
+    script = _script([r"\boxed{42}", r"\boxed{41}", r"\boxed{40}"], {})
+    wf, (ep,) = _run({"rounds": 1}, script)
+    own = ep.info["deliberation"]["features"][0][0][0]
+    assert wf.roles == ("agent",) and own[FEATURES.index("critic_missing")] == 1.0
+    assert own[FEATURES.index("critic_correct")] == 0.5 and not any(t.role == "critic" for t in ep.turns)

@@ -86,15 +86,16 @@ def test_parse_profile_missing_and_garbage_never_raise():
 
 
 def test_features_three_agents_by_hand():
-    me = AgentState(answer="42", steps=3, confidence=0.9, operations=20)
+    me = AgentState(answer="42", steps=3, confidence=0.9, operations=20, critic=True)
     same = AgentState(answer=" 4 2 ", steps=None, confidence=None, operations=1)  # whitespace-equal to mine
-    other = AgentState(answer="7", steps=15, confidence=0.2, operations=None)
+    other = AgentState(answer="7", steps=15, confidence=0.2, operations=None, critic=False)
     own, peers = features(me, [same, other])
     assert len(own) == STATE_DIM == len(FEATURES) and len(peers) == 2 and all(len(p) == STATE_DIM for p in peers)
 
-    assert own == pytest.approx([1, 0.9, 0, 0.3, 0, 1.0, 0, 0.5, 1, 2 / 3, 1])
-    assert peers[0] == pytest.approx([1, 0.5, 1, 0, 1, 0.1, 0, 0.5, 1, 2 / 3, 1])
-    assert peers[1] == pytest.approx([1, 0.2, 0, 1.0, 0, 0, 1, 0.0, 0, 1 / 3, 0])
+    # ... agreement features, then the critic's verdict (0.5 and missing when nobody judged)
+    assert own == pytest.approx([1, 0.9, 0, 0.3, 0, 1.0, 0, 0.5, 1, 2 / 3, 1, 1, 0])
+    assert peers[0] == pytest.approx([1, 0.5, 1, 0, 1, 0.1, 0, 0.5, 1, 2 / 3, 1, 0.5, 1])
+    assert peers[1] == pytest.approx([1, 0.2, 0, 1.0, 0, 0, 1, 0.0, 0, 1 / 3, 0, 0, 0])
     # Swapping the point of view: "other" now owns, and nobody agrees with it.
     own2, peers2 = features(other, [me, same])
     assert own2[F["peer_agreement"]] == 0 and own2[F["is_plurality"]] == 0

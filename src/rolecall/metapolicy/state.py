@@ -3,7 +3,9 @@
 From "Learning to Deliberate: Meta-policy Collaboration for Agentic LLMs with Multi-agent
 Reinforcement Learning" (MPDF): each round every agent reports its answer with a short
 self-assessment; the meta-policy picks PERSIST, REFINE or CONCEDE from a low-dimensional
-state built from that report and from how the agent's answer sits among its peers'.
+state built from that report and from how the agent's answer sits among its peers'. Its
+introspective confidence is a critic's verdict: the same backbone, prompted to judge the
+agent's reply, says Correct or Incorrect (the deliberation workflow's `critic` option).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from rolecall.parsing import last_boxed, strip_think
+from rolecall.parsing import final_answer, last_boxed, strip_think
 
 ACTIONS = ("persist", "refine", "concede")
 PERSIST, REFINE, CONCEDE = range(len(ACTIONS))
@@ -33,6 +35,8 @@ FEATURES = (
     "is_plurality",       # 1 if this agent's answer is a most common answer (ties included)
     "group_share",        # size of this agent's answer group, itself included, / number of agents
     "agrees_with_own",    # 1 if the answer equals the focal agent's (own vector: 1 if it has one)
+    "critic_correct",     # the critic's verdict on the reply: 1 Correct, 0 Incorrect, 0.5 when missing
+    "critic_missing",     # 1 if no critic judged the reply or its verdict was unreadable
 )
 STATE_DIM = len(FEATURES)
 
@@ -45,6 +49,7 @@ class AgentState:
     steps: int | None = None
     confidence: float | None = None
     operations: int | None = None
+    critic: bool | None = None  # the critic's verdict on the reply (Correct = True)
 
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)"
@@ -80,8 +85,10 @@ def _confidence(value: str | None) -> float | None:
     return min(max(x, 0.0), 1.0) if math.isfinite(x) else None
 
 
-def parse_profile(text: str) -> AgentState:
-    """The answer (last balanced \\boxed{}) and the Steps/Operations/Confidence self-report.
+def parse_profile(text: str, answer_from: str = "boxed") -> AgentState:
+    """The answer (last balanced \\boxed{}; with `answer_from` another than boxed, a reply
+    without a box falls back as `rolecall.parsing.final_answer` says) and the
+    Steps/Operations/Confidence self-report.
 
     Keys are case-insensitive and each is optional; the last occurrence wins because the
     report closes the reply. Never raises: anything unreadable becomes None.
@@ -89,13 +96,18 @@ def parse_profile(text: str) -> AgentState:
     if not isinstance(text, str):
         return AgentState()
     body = strip_think(text)
-    answer = last_boxed(body)
+    answer = last_boxed(body) if answer_from == "boxed" else final_answer(_without_report(body), answer_from).text
     return AgentState(
         answer=answer or None,
         steps=_count(_field(body, "steps")),
         confidence=_confidence(_field(body, "confidence")),
         operations=_count(_field(body, "operations")),
     )
+
+
+def _without_report(body: str) -> str:
+    """The reply before its self-report lines, so a plain answer is not read from `Confidence: 0.8`."""
+    return re.sub(r"(?im)^[\s>*_#-]*(?:steps|operations|confidence)[\s*_]*[:=][^\n]*$", "", body)
 
 
 def answer_key(answer: str | None) -> str | None:
@@ -122,6 +134,8 @@ def _vector(agent: AgentState, key: str | None, counts: Counter, n: int, own_key
         float(key is not None and same == top),
         same / n,
         float(key is not None and key == own_key),
+        0.5 if agent.critic is None else float(agent.critic),
+        float(agent.critic is None),
     ]
 
 

@@ -9,6 +9,15 @@ Confidence) in the same reply. Then for `rounds` rounds (default 3) the delibera
 agent's meta-cognitive state (`rolecall.metapolicy.features`: its parsed answer, profile and
 agreement with its peers) and picks the agents' actions simultaneously.
 
+The critic (`critic: true`, role `critic`): the paper's introspective confidence. Every reply an
+agent holds, at round 0 and after every round, is judged by the same backbone prompted as a
+critic (template `critic`: the problem and the reply), and its Correct / Incorrect verdict
+joins that agent's state (`critic_correct`, `critic_missing`). A reply is judged once per
+episode: a PERSIST keeps its verdict, a CONCEDE adopts the peer's reply with its verdict, and
+only a REFINE's new reply is judged. `role_format: plain` also reads a verdict from plain words
+(`rolecall.parsing.read_verdict`); `answer_from` (`boxed`, `boxed_or_last_number`,
+`boxed_or_last_line`) reads an agent's answer from a reply without a box, for small models.
+
 The deliberator (`deliberator` option): `persist`, `refine`, `concede` (fixed policies; always
 PERSIST is plain majority voting), `random`, `oracle` (knows which answers are right: PERSIST
 when right, else CONCEDE when a peer is right, else REFINE; the labels of the supervised
@@ -36,6 +45,7 @@ from the run's verifier (`team.check`). The rows go to `team.info["deliberation_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
@@ -46,10 +56,11 @@ from typing import Protocol, Sequence
 import yaml
 
 from rolecall.metapolicy.rules import FixedDeliberator, OracleDeliberator, RandomDeliberator
+from rolecall.parsing import ANSWER_FROM, read_verdict
 from rolecall.metapolicy.state import (ACTIONS, CONCEDE, PERSIST, REFINE, AgentState, answer_key, parse_profile,
                                        round_features)
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, positive_int_option, user
+from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
 
 DELIBERATION_PROMPTS = yaml.safe_load(
     resources.files("rolecall.workflows").joinpath("prompts/deliberation.yaml").read_text("utf-8"))
@@ -64,8 +75,8 @@ class Table:
     states: tuple[AgentState, ...]
 
     @staticmethod
-    def of(texts: Sequence[str]) -> "Table":
-        return Table(tuple(str(t) for t in texts), tuple(parse_profile(t) for t in texts))
+    def of(texts: Sequence[str], answer_from: str = "boxed") -> "Table":
+        return Table(tuple(str(t) for t in texts), tuple(parse_profile(t, answer_from) for t in texts))
 
     def replace(self, agent: int, text: str, state: AgentState) -> "Table":
         return Table(self.texts[:agent] + (text,) + self.texts[agent + 1:],
@@ -114,7 +125,8 @@ class Deliberation(Workflow):
     templates = {"solve": ("problem",), "refine": ("problem", "own", "peers")}
 
     def __init__(self, prompts=DELIBERATION_PROMPTS, agents: int = 3, rounds: int = 3,
-                 deliberator: str = "persist", counterfactual: bool = False, seed: int = 0) -> None:
+                 deliberator: str = "persist", counterfactual: bool = False, seed: int = 0,
+                 critic: bool = False, role_format: str = "boxed", answer_from: str = "boxed") -> None:
         self.n_agents = positive_int_option("agents", agents)
         if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
             raise ValueError(f"workflow.options.rounds: must be an integer >= 0, got {rounds!r}")
@@ -122,6 +134,16 @@ class Deliberation(Workflow):
         if not isinstance(counterfactual, bool):
             raise ValueError(f"workflow.options.counterfactual: must be true or false, got {counterfactual!r}")
         self.counterfactual = counterfactual
+        if not isinstance(critic, bool):
+            raise ValueError(f"workflow.options.critic: must be true or false, got {critic!r}")
+        self.critic = critic
+        self.role_format = role_format_option(role_format)
+        if answer_from not in ANSWER_FROM:
+            raise ValueError(f"workflow.options.answer_from: must be one of {list(ANSWER_FROM)}, got {answer_from!r}")
+        self.answer_from = answer_from
+        if critic:  # the instance's own roles and templates, set before the base class checks them
+            self.roles = ("agent", "critic")
+            self.templates = {**self.templates, "critic": ("problem", "solution")}
         self.deliberator: Deliberator = self._deliberator(deliberator, seed)
         super().__init__(prompts)
 
@@ -147,16 +169,17 @@ class Deliberation(Workflow):
     async def run(self, problem: Problem, team: Team) -> str:
         first = await asyncio.gather(*(team.call("agent", [user(self.render("solve", problem=problem.prompt))],
                                                  slot=f"agent{a}") for a in range(self.n_agents)))
-        table = Table.of(first)
+        verdicts: dict = {}  # this episode's critic verdicts (tasks), by reply
+        table = await self.judged(problem, team, Table.of(first, self.answer_from), verdicts)
         tables, actions, features = [table], [], []
         corpus: list[dict] = []
         for t in range(self.rounds):
             features.append(round_features(list(table.states)))
             chosen = await self.deliberator.decide(problem, team, t, table)
             self._check_actions(chosen)
-            after = await self.play(problem, team, table, chosen)
+            after = await self.play(problem, team, table, chosen, verdicts=verdicts)
             if self.counterfactual:
-                corpus += await self.branches(problem, team, t, table, chosen, after)
+                corpus += await self.branches(problem, team, t, table, chosen, after, verdicts)
             table = after
             tables.append(table)
             actions.append(list(chosen))
@@ -185,8 +208,9 @@ class Deliberation(Workflow):
         return table.texts[0 if winner is None else winner]
 
     async def play(self, problem: Problem, team: Team, table: Table, chosen: Sequence[int],
-                   refined: dict[int, str] | None = None) -> Table:
-        """The table after one round of simultaneous moves (`refined`: REFINE replies already drawn)."""
+                   refined: dict[int, str] | None = None, verdicts: dict | None = None) -> Table:
+        """The table after one round of simultaneous moves (`refined`: REFINE replies already drawn;
+        `verdicts`: the critic's verdicts so far, by reply)."""
         refined = dict(refined or {})
         need = [a for a, act in enumerate(chosen) if act == REFINE and a not in refined]
         replies = await asyncio.gather(*(self.refine(problem, team, table, a) for a in need))
@@ -194,10 +218,29 @@ class Deliberation(Workflow):
         out = table
         for a, act in enumerate(chosen):
             if act == REFINE:
-                out = out.replace(a, refined[a], parse_profile(refined[a]))
+                out = out.replace(a, refined[a], parse_profile(refined[a], self.answer_from))
             elif act == CONCEDE and (b := concede_target(table.states, a)) is not None:
                 out = out.replace(a, table.texts[b], table.states[b])
+        return await self.judged(problem, team, out, {} if verdicts is None else verdicts)
+
+    async def judged(self, problem: Problem, team: Team, table: Table, verdicts: dict) -> Table:
+        """`table` with the critic's verdict on every reply it has not judged (module docstring).
+        `verdicts` maps a reply to the task judging it, so that branches played at once share
+        one critic call per reply."""
+        if not self.critic:
+            return table
+        for text, st in zip(table.texts, table.states):
+            if st.critic is None and text not in verdicts:
+                verdicts[text] = asyncio.ensure_future(self._verdict(problem, team, text))
+        out = table
+        for a, (text, st) in enumerate(zip(table.texts, table.states)):
+            if st.critic is None and (v := await verdicts[text]) is not None:
+                out = out.replace(a, text, dataclasses.replace(st, critic=v))
         return out
+
+    async def _verdict(self, problem: Problem, team: Team, text: str) -> bool | None:
+        reply = await team.call("critic", [user(self.render("critic", problem=problem.prompt, solution=text.strip()))])
+        return read_verdict(reply, self.role_format)[0]
 
     async def refine(self, problem: Problem, team: Team, table: Table, a: int) -> str:
         others = [b for b in range(len(table.texts)) if b != a]
@@ -209,7 +252,7 @@ class Deliberation(Workflow):
     # -- counterfactual branches (the offline corpus) ------------------------------------------
 
     async def branches(self, problem: Problem, team: Team, t: int, table: Table, chosen: list[int],
-                       after: Table) -> list[dict]:
+                       after: Table, verdicts: dict | None = None) -> list[dict]:
         """For every agent and every action: replay round t with only that agent's move changed,
         finish the deliberation under the deliberator, and score it (module docstring)."""
         feats = round_features(list(table.states))
@@ -221,7 +264,7 @@ class Deliberation(Workflow):
             for k in range(len(ACTIONS)):
                 moves = list(chosen)
                 moves[i] = k
-                jobs.append(self._branch(problem, team, t, table, moves, shared))
+                jobs.append(self._branch(problem, team, t, table, moves, shared, verdicts))
         ends = await asyncio.gather(*jobs)
         rest_of = [[b for b in range(self.n_agents) if b != i] for i in range(self.n_agents)]
         texts = set(table.texts)
@@ -245,11 +288,12 @@ class Deliberation(Workflow):
                          "behaviour": ACTIONS[chosen[i]]})
         return rows
 
-    async def _branch(self, problem, team, t, table, moves, refined) -> tuple[Table, Table]:
-        played = await self.play(problem, team, table, moves, refined)
+    async def _branch(self, problem, team, t, table, moves, refined, verdicts=None) -> tuple[Table, Table]:
+        played = await self.play(problem, team, table, moves, refined, verdicts)
         last = played
         for u in range(t + 1, self.rounds):
-            last = await self.play(problem, team, last, await self.deliberator.decide(problem, team, u, last))
+            last = await self.play(problem, team, last, await self.deliberator.decide(problem, team, u, last),
+                                   verdicts=verdicts)
         return played, last
 
     @staticmethod
