@@ -348,3 +348,11 @@ def test_no_critic_means_missing_verdicts():
     own = ep.info["deliberation"]["features"][0][0][0]
     assert wf.roles == ("agent",) and own[FEATURES.index("critic_missing")] == 1.0
     assert own[FEATURES.index("critic_correct")] == 0.5 and not any(t.role == "critic" for t in ep.turns)
+
+
+def test_a_checkpoint_of_another_state_size_is_refused_by_name(tmp_path):
+    from rolecall.metapolicy.state import STATE_DIM
+    old = MetaPolicy(state_dim=STATE_DIM - 2, hidden=8, heads=2)  # before the critic's two features
+    path = save_checkpoint(tmp_path / "old.ckpt", old, make_optimizer(old, 1e-3), 3, {"hidden": 8, "heads": 2})
+    with pytest.raises(ValueError, match=f"reads states of {STATE_DIM - 2} features; this rolecall's have {STATE_DIM}"):
+        build_workflow("deliberation", workflow_prompts("deliberation", None), {"deliberator": str(path)})

@@ -48,6 +48,10 @@ def load_policy(path: str | os.PathLike) -> MetaPolicy:
     """The network saved in a meta-policy checkpoint (ValueError naming the file if it does not fit)."""
     state = read_checkpoint(path)
     policy = MetaPolicy(**policy_shape(state["extra"]))
+    weight = state["policy"].get("encoder.0.weight")
+    if weight is not None and weight.shape[-1] != policy.state_dim:  # the state's features changed since
+        raise ValueError(f"meta-policy checkpoint {path} reads states of {weight.shape[-1]} features; this rolecall's "
+                         f"have {policy.state_dim} (rolecall.metapolicy.FEATURES): train it again")
     try:
         policy.load_state_dict(state["policy"])
     except RuntimeError as e:
