@@ -15,6 +15,8 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -44,6 +46,15 @@ def real_base() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _workflow_options(config: str) -> dict | None:
+    """The workflow options a shipped config file holds today (None when it is gone or unreadable)."""
+    path = ROOT / config
+    try:
+        return (yaml.safe_load(path.read_text()) or {}).get("workflow", {}).get("options") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+
+
 def real_learning() -> str:
     """The real tier's learning runs: the newest timed run of each config."""
     runs = json.loads((RESULTS / "real_learning.json").read_text())["runs"]
@@ -60,6 +71,9 @@ def real_learning() -> str:
             config += f" (format_penalty {penalty:g} in the config then)"
         elif "workflow_options" not in e and not overridden and e["workflow"] != "single":
             config += " (outcome reward only: before format_penalty was in the config)"
+        then, now = e.get("workflow_options"), _workflow_options(e["config"])
+        if then is not None and now is not None and then != now:  # the shipped config changed since
+            config += f" (options then: {json.dumps(then)}; now: {json.dumps(now)})"
         best = f"{e['best']:.2f} ({e['best_step']}, {e['minutes_to_best']})"
         if e["minutes_to_best"] > e["budget_min"]:  # a validation that ended after the budget
             inside = [c for c in e.get("curve", []) if c[0] > 0 and c[2] <= e["budget_min"]]

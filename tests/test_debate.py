@@ -141,7 +141,18 @@ def test_team_check_without_a_verifier_names_the_problem():
 
 
 @pytest.mark.parametrize("option, value", [("agents", "crowd"), ("peer_scores", "oracle"), ("gamma", -1),
-                                           ("alpha_correct", "high"), ("n_agents", 0)])
+                                           ("alpha_correct", "high"), ("n_agents", 0), ("answer_from", "last")])
 def test_bad_options_are_named(option, value):
     with pytest.raises(ValueError, match=f"workflow.options.{option}"):
         build_workflow("debate", load_prompts("math"), {option: value})
+
+
+def test_answer_from_lets_the_majority_read_replies_without_a_box():
+    last = iter(["I get 41", "It is 42.", "42", "41 is wrong, 42", "so 40", "The answer is 42"])
+    script = lambda r: next(last)  # noqa: E731
+    _, (ep,), _ = _debate({"n_agents": 3, "rounds": 2, "answer_from": "boxed_or_last_number"}, script)
+    assert ep.final_answer == "41 is wrong, 42"  # 42 twice (agents 0 and 2) in the last round; the first of them
+    # boxed only: nobody boxed, so the final answer is agent 0's whatever the others say
+    last = iter(["I get 41", "It is 42.", "42", "I get 41", "It is 42.", "42"])
+    _, (ep,), _ = _debate({"n_agents": 3, "rounds": 2}, lambda r: next(last))
+    assert ep.final_answer == "I get 41"

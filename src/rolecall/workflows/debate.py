@@ -33,7 +33,9 @@ train one debater against frozen peers).
 also reads the scorer's verdict (`peer_scores: scorer`) from plain text when its reply has no
 verdict box: its words correct / right / incorrect / wrong when they agree (`parsing.plain_verdict_form`);
 `team.info["scorer_forms"]` records the form of every scorer call. The final majority still
-counts boxed answers only (an answer's plain reading is the verifier's `reward.answer_from`).
+counts boxed answers only, unless `answer_from` (`boxed_or_last_number`, `boxed_or_last_line`;
+set it as the run's `reward.answer_from`) reads the answers of replies without a box too: a small
+model that never boxes would otherwise have every final answer be agent 0's.
 `format_penalty` (per-role format credit, also a deviation): a scorer turn with no verdict
 earns the outcome less the penalty.
 """
@@ -42,11 +44,11 @@ from __future__ import annotations
 import asyncio
 from statistics import fmean
 
-from rolecall.parsing import read_verdict
+from rolecall.parsing import ANSWER_FROM, final_answer, read_verdict
 from rolecall.types import Episode, Problem, Reply
 from rolecall.workflows.base import (Team, Workflow, form_rates, format_penalty_option, positive_int_option,
                                      role_format_option, user)
-from rolecall.workflows.voting import majority_choice
+from rolecall.workflows.voting import majority_choice, majority_index
 
 
 def future_mean_rewards(scores: list[list[float | None]], gamma: float) -> list[list[float | None]]:
@@ -95,8 +97,11 @@ class Debate(Workflow):
     def __init__(self, prompts, n_agents: int = 3, rounds: int = 3, gamma: float = 0.3,
                  alpha_correct: float = 0.1, alpha_persuade: float = 0.1, alpha_abandon: float = 0.1,
                  alpha_misled: float = 0.1, agents: str = "slots", peer_scores: str = "none",
-                 role_format: str = "boxed", format_penalty: float = 0.0) -> None:
+                 role_format: str = "boxed", format_penalty: float = 0.0, answer_from: str = "boxed") -> None:
         self.n_agents = positive_int_option("n_agents", n_agents)
+        if answer_from not in ANSWER_FROM:
+            raise ValueError(f"workflow.options.answer_from: must be one of {list(ANSWER_FROM)}, got {answer_from!r}")
+        self.answer_from = answer_from
         self.rounds = positive_int_option("rounds", rounds)
         if agents not in ("slots", "roles"):
             raise ValueError(f"workflow.options.agents must be 'slots' or 'roles', got {agents!r}")
@@ -136,7 +141,10 @@ class Debate(Workflow):
             for reply in row:
                 team.grade(reply, "answers")
         team.info["debate_turns"] = [[r.turn for r in row] for row in table]
-        return table[-1][majority_choice(table[-1]) - 1]
+        last = table[-1]
+        if self.answer_from == "boxed":
+            return last[majority_choice(last) - 1]
+        return last[majority_index([final_answer(r, self.answer_from).text for r in last]) - 1]
 
     async def _scores(self, team: Team, problem: Problem, answers: list[Reply]) -> list[str]:
         """The note shown after each peer's answer: the scorer's verdict, the verifier's, or none."""
