@@ -31,7 +31,10 @@ RESULT = HERE / "results" / "real_grid.json"
 # Validation metrics that say what a selecting or judging role adds over a trivial rule.
 RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_majority_acc", "voting/pass_at_k",
              "voting/aggregator_parsed", "eval_opt/evaluator_accuracy", "eval_opt/rule_always_correct_acc",
-             "eval_opt/evaluator_parsed")
+             "eval_opt/evaluator_parsed",
+             # search_answer (configs/grids/real_search_answer.yaml): each role's share of the answer
+             "search_answer/f1", "search_answer/em", "search_answer/sufficiency_rate",
+             "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision")
 
 
 def _paired(p) -> dict:
