@@ -1,0 +1,109 @@
+"""The paper's interventions on one cell of the real grid, paired with the grid's own runs of it.
+
+    python benchmarks/real_grid.py                                   # first: the grid
+    python benchmarks/real_interventions.py --cell voting-isolated   # then: the chosen cell
+
+"When Does Multi-Agent RL Improve LLM Workflows?" proposes two interventions for a failing
+cell: a per-role KL anchor toward the base model and a gradient-coherence regularizer. This
+writes a grid file for the one cell (its workflow and routing exactly as
+`configs/grids/real.yaml` sets them, with an `intervention` axis of the two arms, seeds 0-2, no
+control and no base evaluation), runs it through `rolecall grid --resume` (so it resumes arm by
+arm), and records, per seed, each arm minus the real grid's run of the same cell and seed: the
+peak, the final and the deepest fall of validation accuracy, with the mean over seeds and its
+95 % t interval. The arms' settings are fixed in `ARMS` and in docs/findings.md, written down
+before the grid's Isolated-Policy cells ran; the cell is chosen by the rule written there.
+
+Writes benchmarks/results/real_interventions.json with provenance.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
+from benchmarks.provenance import write_result  # noqa: E402
+
+GRID = HERE.parent / "configs" / "grids" / "real.yaml"
+RESULT = HERE / "results" / "real_interventions.json"
+ARMS = {"kl_anchor": {"algo.kl_coef_by_role": {"generator": 0.05}},
+        "coherence": {"algo.coherence_lambda": 0.5}}
+STATS = ("peak", "final", "fall")
+
+
+def cell_grid(grid: dict, grid_path: Path, cell: str, seeds: list) -> dict:
+    """The grid file of the interventions on `cell` (`<workflow>-<routing>` of `grid`'s axes)."""
+    workflow, _, routing = cell.rpartition("-")
+    workflows = grid["axes"]["workflow"]
+    if workflow not in workflows or routing not in grid["axes"]["routing"]:
+        cells = [f"{w}-{r}" for w in workflows for r in grid["axes"]["routing"]]
+        raise SystemExit(f"--cell {cell!r}: not a cell of {grid_path.name}; its cells: {', '.join(cells)}")
+    return {"config": str((grid_path.parent / grid["config"]).resolve()),
+            "overrides": {**grid.get("overrides", {}), **workflows[workflow], "routing": routing},
+            "control": False, "base_eval": False, "method": ["intervention"],
+            "axes": {"intervention": ARMS, "seed": seeds}}
+
+
+def paired_effects(arms: dict[str, dict[int, dict]], none: dict[int, dict]) -> dict:
+    """Per arm and statistic: the arm minus none by seed, their mean and 95 % t interval."""
+    from rolecall.grid.matching import Paired
+
+    out = {}
+    for arm, by_seed in arms.items():
+        seeds = sorted(s for s in by_seed if s in none)
+        out[arm] = {"seeds": seeds}
+        for stat in STATS:
+            vals = [by_seed[s][stat] - none[s][stat] for s in seeds
+                    if by_seed[s].get(stat) is not None and none[s].get(stat) is not None]
+            p = Paired.of(vals)
+            out[arm][stat] = {"values": [round(v, 4) for v in vals],
+                              "mean": None if p.mean is None else round(p.mean, 4),
+                              "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95]}
+    return out
+
+
+def _stats(runs) -> dict[int, dict]:
+    return {int(r.labels["seed"]): {k: r.acc(k) for k in (*STATS, "base")} for r in runs if r.status == "done"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cell", required=True, help="the real grid's cell, <workflow>-<routing>: voting-isolated, ...")
+    ap.add_argument("--grid", type=Path, default=GRID)
+    ap.add_argument("--grid-dir", type=Path, default=Path("runs/real"), help="the real grid's directory")
+    ap.add_argument("--out-dir", type=Path, default=None, help="default: runs/real_interventions_<cell>")
+    ap.add_argument("--collect-only", action="store_true")
+    ap.add_argument("--result", type=Path, default=RESULT)
+    args = ap.parse_args(argv)
+    grid = yaml.safe_load(args.grid.read_text())
+    out = args.out_dir or Path(f"runs/real_interventions_{args.cell}")
+    spec = cell_grid(grid, args.grid, args.cell, grid["axes"]["seed"])
+    if not args.collect_only:
+        out.mkdir(parents=True, exist_ok=True)
+        spec_path = out.parent / f"{out.name}.grid.yaml"
+        spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        resume = ["--resume"] if (out / "grid.json").is_file() else []
+        run_child([sys.executable, "-m", "rolecall", "grid", str(spec_path.resolve()), "--out", str(out), *resume],
+                  cwd=HERE.parent)
+    from rolecall.grid import tables
+    from rolecall.policies.model import resolve_model_dir
+
+    workflow, _, routing = args.cell.rpartition("-")
+    base = tables.load(args.grid_dir)
+    none = _stats([r for r in base.runs if r.kind == "run" and r.labels.get("workflow") == workflow
+                   and r.labels.get("routing") == routing])
+    arms_g = tables.load(out)
+    arms = {arm: _stats([r for r in arms_g.runs if r.labels.get("intervention") == arm]) for arm in ARMS}
+    doc = {"cell": args.cell, "grid_dir": str(args.grid_dir), "out_dir": str(out), "arms": ARMS, "grid": spec,
+           "none": none, "runs": arms, "effects": paired_effects(arms, none)}
+    write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))
+    print(f"wrote {args.result}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
