@@ -8,6 +8,11 @@ the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-r
 
     python benchmarks/deliberation.py                 # seeds 0 1 2
     python benchmarks/deliberation.py --seeds 0
+    python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml \
+        --result benchmarks/results/real_deliberation.json --plot docs/img/real_deliberation_actions.svg
+
+Beside the means, each arm is paired with the trained policy by seed: trained minus the arm,
+its mean and 95 % t interval over the seeds.
 
 The bar: on the mean over seeds, the trained policy beats the bootstrap, always-PERSIST and
 always-REFINE on validation accuracy (exit 1 if not). Writes benchmarks/results/deliberation.json
@@ -75,8 +80,8 @@ def write_curves(runs: list[dict], path: Path) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
-def run_seed(seed: int, out: Path, model: str | None) -> dict:
-    cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / "deliberation.yaml"),
+def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "deliberation.yaml") -> dict:
+    cmd = [sys.executable, "-m", "rolecall", "train", str(config),
            f"metapolicy.seed={seed}", f"train.seed={seed}", "--out", str(out)]
     cmd += [f"model.path={model}"] if model else []
     t0 = time.time()
@@ -93,32 +98,64 @@ def run_seed(seed: int, out: Path, model: str | None) -> dict:
             "validation": report["validation"], "action_curve": curve}
 
 
+def paired_with_trained(runs: list[dict]) -> dict:
+    """Per arm: trained minus the arm's validation accuracy by seed, the mean and 95 % t interval."""
+    from rolecall.grid.matching import Paired
+
+    out = {}
+    for arm in runs[0]["validation"]:
+        if arm == "trained":
+            continue
+        p = Paired.of([r["validation"]["trained"]["accuracy"] - r["validation"][arm]["accuracy"] for r in runs])
+        out[arm] = {"values": [round(v, 4) for v in p.values], "mean": round(p.mean, 4),
+                    "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95]}
+    return out
+
+
+def _fresh(out: Path) -> None:
+    """Clear a seed folder this benchmark wrote before; refuse any other existing folder."""
+    if not out.exists():
+        return
+    if not (out / "rolecall-run.json").is_file():
+        raise SystemExit(f"{out} exists and is not a rolecall run directory; choose another --out")
+    import shutil
+
+    shutil.rmtree(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--model", default=None, help="another base model directory (default: the embedded one)")
+    ap.add_argument("--model", default=None, help="another base model directory (default: the config's)")
+    ap.add_argument("--config", type=Path, default=CONFIGS / "deliberation.yaml")
+    ap.add_argument("--result", type=Path, default=RESULT)
+    ap.add_argument("--plot", type=Path, default=PLOT)
     ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-deliberation"))
     args = ap.parse_args()
     runs = []
     for seed in args.seeds:
         out = args.out / f"seed{seed}"
-        if out.exists():
-            import shutil
-
-            shutil.rmtree(out)
-        runs.append(run_seed(seed, out, args.model))
+        _fresh(out)
+        runs.append(run_seed(seed, out, args.model, args.config))
         acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
         print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)
     arms = list(runs[0]["validation"])
     mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
     passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))
-    result = {"config": "configs/examples/deliberation.yaml", "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean,
+    config = args.config.resolve()
+    shown = config.relative_to(HERE.parent) if config.is_relative_to(HERE.parent) else config
+    result = {"config": str(shown), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean, "trained_minus": paired_with_trained(runs),
               "bar": "trained > sft, persist and refine (mean over seeds)", "passed": passed, "runs": runs}
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    write_result(RESULT, result)
-    write_curves(runs, PLOT)
-    print(f"mean validation accuracy: {json.dumps(mean)}; bar {'met' if passed else 'NOT met'}; wrote {RESULT}")
+    args.result.parent.mkdir(parents=True, exist_ok=True)
+    import yaml
+
+    from rolecall.policies.model import resolve_model_dir
+
+    model = args.model or ((yaml.safe_load(config.read_text()) or {}).get("model") or {}).get("path")
+    write_result(args.result, result, model_dir=resolve_model_dir(model) if model else "embedded")
+    write_curves(runs, args.plot)
+    print(f"mean validation accuracy: {json.dumps(mean)}; bar {'met' if passed else 'NOT met'}; wrote {args.result}")
     return 0 if passed else 1
 
 

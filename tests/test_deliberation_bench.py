@@ -1,0 +1,41 @@
+"""benchmarks/deliberation.py: the trained policy paired with each arm by seed, and a seed folder
+it did not write is never removed."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.deliberation import _fresh, paired_with_trained  # noqa: E402
+
+
+def _run(**acc):
+    return {"validation": {k: {"accuracy": v} for k, v in acc.items()}}
+
+
+def test_trained_is_paired_with_each_arm_by_seed():
+    runs = [_run(trained=0.6, persist=0.5, sft=0.6), _run(trained=0.7, persist=0.5, sft=0.65)]
+    out = paired_with_trained(runs)
+    assert set(out) == {"persist", "sft"}
+    assert out["persist"]["values"] == [0.1, 0.2] and out["persist"]["mean"] == pytest.approx(0.15)
+    lo, hi = out["persist"]["ci95"]
+    assert lo < 0.15 < hi
+    assert paired_with_trained(runs[:1])["sft"]["ci95"] is None  # one seed: no interval
+
+
+def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
+    mine = tmp_path / "seed0"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(SystemExit, match="not a rolecall run directory"):
+        _fresh(mine)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    old = tmp_path / "seed1"
+    old.mkdir()
+    (old / "rolecall-run.json").write_text("{}")
+    _fresh(old)
+    assert not old.exists()
+    _fresh(tmp_path / "absent")  # nothing to clear
