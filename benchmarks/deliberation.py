@@ -31,7 +31,7 @@ from statistics import fmean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.provenance import write_result  # noqa: E402
-from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
+from benchmarks.learning import CONFIGS, HERE, clear_own, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "deliberation.json"
 PLOT = HERE.parent / "docs" / "img" / "deliberation_actions.svg"
@@ -112,17 +112,6 @@ def paired_with_trained(runs: list[dict]) -> dict:
     return out
 
 
-def _fresh(out: Path) -> None:
-    """Clear a seed folder this benchmark wrote before; refuse any other existing folder."""
-    if not out.exists():
-        return
-    if not (out / "rolecall-run.json").is_file():
-        raise SystemExit(f"{out} exists and is not a rolecall run directory; choose another --out")
-    import shutil
-
-    shutil.rmtree(out)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -135,7 +124,7 @@ def main() -> int:
     runs = []
     for seed in args.seeds:
         out = args.out / f"seed{seed}"
-        _fresh(out)
+        clear_own(out, "rolecall-run.json")
         runs.append(run_seed(seed, out, args.model, args.config))
         acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
         print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.provenance import write_result  # noqa: E402
-from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
+from benchmarks.learning import CONFIGS, HERE, clear_own, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "heterogeneous.json"
 
@@ -53,9 +53,7 @@ def main() -> int:
     ap.add_argument("--budget-min", type=float, default=15.0)
     ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-heterogeneous"))
     args = ap.parse_args()
-    import shutil
-
-    shutil.rmtree(args.out, ignore_errors=True)
+    clear_own(args.out, "run/rolecall-run.json", "small-base/config.json")
     base = args.out / "small-base"
     small = build_small_base(base)
     run = args.out / "run"

@@ -61,6 +61,20 @@ def run_child(cmd: list[str], **kw) -> None:
         raise subprocess.CalledProcessError(rc, cmd)
 
 
+def clear_own(out: Path, *markers: str) -> None:
+    """Remove `out` before a benchmark writes it again, only when a file this benchmark leaves
+    there (`markers`, relative to `out`) shows the benchmark wrote it; refuse any other folder,
+    so a mistyped --out never deletes a user's files."""
+    if not out.exists():
+        return
+    if not any((out / m).exists() for m in markers):
+        raise SystemExit(f"{out} exists and was not written by this benchmark (none of {', '.join(markers)} "
+                         "in it); choose another --out")
+    import shutil
+
+    shutil.rmtree(out)
+
+
 def run(workflow: str, routing: str, out: Path, extra: list[str]) -> dict:
     cmd = [sys.executable, "-m", "rolecall", "train", str(CONFIGS / f"{workflow}.yaml"), f"routing={routing}",
            "--out", str(out), *extra]

@@ -1,5 +1,5 @@
-"""benchmarks/deliberation.py: the trained policy paired with each arm by seed, and a seed folder
-it did not write is never removed."""
+"""benchmarks/deliberation.py: the trained policy paired with each arm by seed; and a benchmark
+never removes a folder it did not write (`learning.clear_own`, used by deliberation.py and heterogeneous.py)."""
 from __future__ import annotations
 
 import sys
@@ -9,7 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.deliberation import _fresh, paired_with_trained  # noqa: E402
+from benchmarks.deliberation import paired_with_trained  # noqa: E402
+from benchmarks.learning import clear_own  # noqa: E402
 
 
 def _run(**acc):
@@ -30,12 +31,12 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     mine = tmp_path / "seed0"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    with pytest.raises(SystemExit, match="not a rolecall run directory"):
-        _fresh(mine)
+    with pytest.raises(SystemExit, match="was not written by this benchmark"):
+        clear_own(mine, "rolecall-run.json")
     assert (mine / "notes.txt").read_text() == "keep me"
     old = tmp_path / "seed1"
     old.mkdir()
     (old / "rolecall-run.json").write_text("{}")
-    _fresh(old)
+    clear_own(old, "rolecall-run.json")
     assert not old.exists()
-    _fresh(tmp_path / "absent")  # nothing to clear
+    clear_own(tmp_path / "absent", "rolecall-run.json")  # nothing to clear
