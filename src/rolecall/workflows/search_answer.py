@@ -13,10 +13,11 @@ passages (HotpotQA's distractor setting).
 The seed's checks: the answer is correct when it matches a gold answer exactly after
 normalisation (the run's `qa` verifier, EM); the evidence is sufficient when any passage
 found contains a gold answer as an exact string (after the same normalisation, on word
-boundaries). With c = correct, a = abstained, s = sufficient, the cross-agent rewards are
+boundaries). With c = correct (the verifier's score in [0, 1]: 0 or 1 under EM, a token F1
+under `reward.qa_metric: f1`), a = abstained, s = sufficient, the cross-agent rewards are
 
-    generator  R_g = c                 if it answered and was right
-                     -wrong_penalty    if it answered and was wrong (or gave no answer)
+    generator  R_g = c - wrong_penalty * (1 - c)   if it answered (1 when right and
+                                       -wrong_penalty when wrong under EM; no answer is wrong)
                      alpha * (1 - s)   if it abstained: paid for abstaining on evidence that
                                        cannot answer, nothing for abstaining on evidence that can
     searcher   R_s = c + sufficiency_weight * s - abstain_penalty * a   (every searcher turn)
@@ -51,8 +52,8 @@ Hard-positive augmentation (`augment`, a rate): in training episodes only, that 
 episodes adds a second generator turn (slot `generator_aug`) on evidence that is sufficient
 by construction, the problem's support passages (`meta["support"]` ids, else passages
 containing the answer) shuffled among the passages the searcher found and the question's
-own top hits. It is rewarded 1 when right, 0 when it abstains, -wrong_penalty when wrong,
-and does not change the final answer.
+own top hits. It is rewarded as an answer is (1 when right, -wrong_penalty when wrong under
+EM), 0 when it abstains, and does not change the final answer.
 """
 from __future__ import annotations
 
@@ -212,7 +213,7 @@ class SearchAnswer(Workflow):
         if "augmented_turn" in info:
             grade = (episode.grades("augmented") or [None])[0]
             out[info["augmented_turn"]] = (None if grade is None else 0.0 if info["augmented_abstained"]
-                                           else 1.0 if grade >= 1.0 else -self.wrong_penalty)
+                                           else answered_reward(grade, self.wrong_penalty))
         return out
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
@@ -224,12 +225,12 @@ class SearchAnswer(Workflow):
         augmented = [g for ep in done for g in ep.grades("augmented") if g is not None]
         nan = float("nan")
         return {
-            "search_answer/em": fmean(ep.reward >= 1.0 for ep in done),
+            "search_answer/em": fmean(_em(ep) for ep in done),
             "search_answer/f1": fmean(float(ep.verdict.get("f1", ep.reward)) for ep in done),
             "search_answer/abstain_rate": len(abstained) / len(done),
             "search_answer/abstain_precision": fmean(not ep.info["sufficient"] for ep in abstained) if abstained else nan,
             "search_answer/sufficiency_rate": len(enough) / len(done),
-            "search_answer/em_when_sufficient": fmean(ep.reward >= 1.0 for ep in enough) if enough else nan,
+            "search_answer/em_when_sufficient": fmean(_em(ep) for ep in enough) if enough else nan,
             "search_answer/hops": fmean(len(ep.info["queries"]) for ep in done),
             **({"search_answer/augmented_em": fmean(g >= 1.0 for g in augmented)} if augmented else {}),
         }
@@ -240,13 +241,27 @@ def dac_rewards(correct: float | None, abstained: bool, sufficient_: bool, *, al
     """(generator, searcher) rewards of the module docstring; None for both when unscorable."""
     if correct is None:
         return None, None
-    c = 1.0 if correct >= 1.0 else 0.0
+    c = min(max(float(correct), 0.0), 1.0)
     if abstained:
         gen = 0.0 if sufficient_ else alpha
     else:
-        gen = 1.0 if c else -wrong_penalty
+        gen = answered_reward(c, wrong_penalty)
     search = c + sufficiency_weight * float(sufficient_) - abstain_penalty * float(abstained)
     return gen, search
+
+
+def answered_reward(c: float, wrong_penalty: float) -> float:
+    """The generator's reward for an answer graded c in [0, 1]: c - wrong_penalty * (1 - c), so 1
+    when right and -wrong_penalty when wrong under exact match, and between them for a token F1
+    (`reward.qa_metric: f1`: partial credit, the signal a generator that names the right entity
+    in a sentence gets before it answers exactly)."""
+    c = min(max(float(c), 0.0), 1.0)
+    return c - wrong_penalty * (1.0 - c)
+
+
+def _em(ep: Episode) -> float:
+    """Exact match, under either qa metric (the verifier records it beside an F1 score)."""
+    return float((ep.verdict or {}).get("em", ep.reward >= 1.0))
 
 
 def sufficient(passages, golds: list[str]) -> bool:
