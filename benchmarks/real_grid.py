@@ -56,17 +56,47 @@ def run_record(g, run) -> dict:
             "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()}}
 
 
-def collect(grid_dir: Path) -> dict:
-    """Every cell of the grid directory and the matched comparisons, as real_grid.json holds them."""
+# Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal
+# problems the grid's own control keeps the reference (the same schedule over the same problems).
+LONG_MATCHINGS = ("generated_tokens", "wall_seconds")
+
+
+def with_long_controls(g, long_dir: Path):
+    """`g` with its controls replaced by the long controls' runs of `long_dir` (paired by seed)."""
+    import dataclasses
+
+    from rolecall.grid import tables
+
+    longs = [dataclasses.replace(r, kind="control") for r in tables.load(long_dir).runs]
+    return tables.GridData(g.path, g.axes, [r for r in g.runs if r.kind != "control"] + longs), longs
+
+
+def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
+    """Every cell of the grid directory and the matched comparisons, as real_grid.json holds them;
+    with `long_dir`, the comparisons at equal tokens and time read the long controls."""
     from rolecall.grid import matching, tables
 
     g = tables.load(grid_dir)
-    comparisons = [{"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
-                    "seeds": r["seeds"], "paired_with_control": r["paired"],
-                    **{k: _paired(r[k]) for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
-                   for r in matching.comparisons(g)]
-    return {"grid": str(grid_dir), "axes": g.axes, "runs": [run_record(g, r) for r in g.runs],
-            "against_control": comparisons,
+    rows = matching.comparisons(g)
+    longs, long_rows = [], {}
+    if long_dir is not None:
+        g_long, longs = with_long_controls(g, long_dir)
+        long_rows = {tuple(r["method"]): r for r in matching.comparisons(g_long)}
+    comparisons = []
+    for r in rows:
+        long = long_rows.get(tuple(r["method"]))
+        use_long = long is not None and long["paired"] > 0
+        entry = {"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
+                 "seeds": r["seeds"], "paired_with_control": r["paired"],
+                 **{k: _paired(r[k]) for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
+        if use_long:
+            entry["short_control"] = {k: entry[k] for k in LONG_MATCHINGS}
+            entry.update({k: _paired(long[k]) for k in LONG_MATCHINGS})
+            entry["long_control"] = {"paired": long["paired"], "matchings": list(LONG_MATCHINGS)}
+        comparisons.append(entry)
+    return {"grid": str(grid_dir), "axes": g.axes,
+            "runs": [run_record(g, r) for r in g.runs] + [{**run_record(g, r), "kind": "long_control"} for r in longs],
+            "against_control": comparisons, **({"long_controls": str(long_dir)} if long_dir else {}),
             "cells": {s: sum(r.status == s for r in g.runs) for s in ("done", "failed", "started", "pending")}}
 
 
@@ -76,12 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=Path("runs/real"), help="the grid directory")
     ap.add_argument("--collect-only", action="store_true", help="record the grid directory as it is; run nothing")
     ap.add_argument("--result", type=Path, default=RESULT)
+    ap.add_argument("--long-controls", type=Path, default=None,
+                    help="the grid directory of configs/grids/real_long_control.yaml, where it has run: the "
+                         "comparisons at equal tokens and time then read those controls")
     args = ap.parse_args(argv)
     if not args.collect_only:
         resume = ["--resume"] if (args.out_dir / "grid.json").is_file() else []
         run_child([sys.executable, "-m", "rolecall", "grid", str(args.grid), "--out", str(args.out_dir), *resume],
                   cwd=HERE.parent)
-    doc = collect(args.out_dir)
+    doc = collect(args.out_dir, args.long_controls)
     from rolecall.policies.model import resolve_model_dir
 
     write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))

@@ -27,6 +27,8 @@ def _doc() -> dict | None:
 def _cell(run: dict) -> str:
     if run["kind"] == "control":
         return "single-agent control"
+    if run["kind"] == "long_control":
+        return "single-agent control, 1,200 steps"
     if run["kind"] == "base":
         return "base (untrained)"
     labels = run.get("labels") or {}
@@ -91,11 +93,16 @@ def real_grid_matched() -> str:
         return _missing("comparison with the control")
     rows = ["| cell | seeds paired | " + " | ".join(label for _, label in MATCHED) + " | peak − own step 0 |",
             "|---|---|" + "---|" * (len(MATCHED) + 1)]
+    long = False
     for c in doc["against_control"]:
         name = " ".join(str(v) for v in c["method"]) or "run"
+        mark = lambda key: " ‡" if key in (c.get("long_control") or {}).get("matchings", ()) else ""  # noqa: E731
+        long = long or bool(c.get("long_control"))
         rows.append(f"| {name} | {c['paired_with_control']} | "
-                    + " | ".join(_interval(c[key]) for key, _ in MATCHED)
+                    + " | ".join(_interval(c[key]) + mark(key) for key, _ in MATCHED)
                     + f" | {_interval(c['peak_vs_own_base'])} |")
+    rows += ["", "‡: against the 1,200-step control of the same seed (configs/grids/real_long_control.yaml), "
+                 "trained past the cell's tokens and time; the other columns against the grid's 80-step control."] if long else []
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 

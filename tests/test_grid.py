@@ -511,3 +511,26 @@ def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
     # the fake runs log no costs, so every matching reads the final validations: 0.60 - 0.50, 0.75 - 0.65
     assert ip["problems"]["values"] == pytest.approx([0.10, 0.10]) and ip["paired_with_control"] == 2
     assert ip["peak_vs_own_base"]["mean"] == pytest.approx(0.375) and ip["problems"]["ci95"] is not None
+
+
+def test_real_grid_reads_long_controls_at_equal_tokens_and_time(finished, tmp_path, monkeypatch):
+    """With the long controls' grid (configs/grids/real_long_control.yaml), the comparisons at equal
+    tokens and time read those controls; equal problems keeps the grid's own control."""
+    from benchmarks.real_grid import collect
+
+    spec = grid_file(tmp_path, "overrides: {train.steps: 20, train.val_every: 10, workflow.name: single,"
+                               " routing: isolated}\ncontrol: false\nbase_eval: false\naxes:\n  seed: [0, 1]\n", "long.yaml")
+    plan = make_plan(load_grid(spec))
+    for cell, accs in zip(plan.cells, ([0.30, 0.70, 0.90], [0.30, 0.60, 0.80])):
+        monkeypatch.setitem(ACC, cell.name, accs)
+    run_grid(plan, tmp_path / "long", FakeRunner())
+    doc = json.loads(json.dumps(collect(finished, tmp_path / "long")))
+    (ip,) = [c for c in doc["against_control"] if c["method"] == ["voting", "isolated"]]
+    assert ip["problems"]["values"] == pytest.approx([0.10, 0.10])  # the grid's own control
+    # no costs logged: each run is read at its final validation; 0.60 - 0.90 and 0.75 - 0.80
+    assert ip["wall_seconds"]["values"] == pytest.approx([-0.30, -0.05])
+    assert ip["generated_tokens"]["values"] == pytest.approx([-0.30, -0.05])
+    assert ip["short_control"]["wall_seconds"]["values"] == pytest.approx([0.10, 0.10])
+    assert ip["long_control"] == {"paired": 2, "matchings": ["generated_tokens", "wall_seconds"]}
+    assert sum(r["kind"] == "long_control" for r in doc["runs"]) == 2
+    assert "long_control" not in collect(finished)["against_control"][0]  # without them, as before
