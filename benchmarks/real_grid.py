@@ -10,7 +10,9 @@ is read from its run directory into `benchmarks/results/real_grid.json`: workflo
 seed, base (step 0), best and final validation accuracy, the validation curve with the
 cumulative problems, generated tokens and training seconds at each point, the deepest fall,
 the last validation's role metrics against the trivial rules (a selecting role against
-always-first and the majority, a judging role against always-"correct"), and per cell the paired
+always-first and the majority, a judging role against always-"correct"), the steps slowed by
+other work on the machine (`slow_steps`: over 1.5x the median of their neighbours, and the
+seconds they added), and per cell the paired
 differences against the single-agent control at equal problems, equal generated tokens and
 equal wall time, and against its own step 0, each with its 95 % t interval over seeds
 (`rolecall.grid.matching`). A cell that has not finished is listed with its status.
@@ -42,6 +44,30 @@ def _paired(p) -> dict:
             "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95], "n": p.n}
 
 
+def slow_steps(rows: list[dict], window: int = 5, ratio: float = 1.5) -> dict:
+    """Steps that took over `ratio` times the median of their neighbours (`window` steps each
+    side), and their excess seconds over it: the footprint of other work sharing the machine,
+    which a step's `time/step_s` includes. A slow phase of the run itself (long early replies)
+    moves the neighbours too and is not flagged."""
+    steps: dict[int, float] = {}
+    for r in rows:  # a step logged twice (a resume) counts once, its last row
+        v = r.get("time/step_s")
+        if "event" not in r and "step" in r and isinstance(v, (int, float)):
+            steps[int(r["step"])] = float(v)
+    order = sorted(steps)
+    flagged, excess = [], 0.0
+    for i, step in enumerate(order):
+        near = [steps[order[j]] for j in range(max(0, i - window), min(len(order), i + window + 1)) if j != i]
+        if not near:
+            continue
+        near.sort()
+        median = near[len(near) // 2] if len(near) % 2 else (near[len(near) // 2 - 1] + near[len(near) // 2]) / 2
+        if steps[step] > ratio * median:
+            flagged.append(step)
+            excess += steps[step] - median
+    return {"steps": flagged, "excess_s": round(excess, 1), "total_s": round(sum(steps.values()), 1)}
+
+
 def run_record(g, run) -> dict:
     from rolecall.grid import matching
 
@@ -53,7 +79,8 @@ def run_record(g, run) -> dict:
             "curve": [{**{m: round(c[m], 2) for m in matching.MATCHINGS}, "accuracy": a}
                       for c, a in matching.curve(run)],
             "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},
-            "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()}}
+            "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()},
+            "slow_steps": slow_steps(run.rows)}
 
 
 # Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal
