@@ -8,8 +8,8 @@ the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-r
 
     python benchmarks/deliberation.py                 # seeds 0 1 2
     python benchmarks/deliberation.py --seeds 0
-    python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml \
-        --result benchmarks/results/real_deliberation.json --plot docs/img/real_deliberation_actions.svg
+    python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml
+        # -> results/deliberation_smollm2-deliberation.json, docs/img/deliberation_smollm2-deliberation_actions.svg
 
 Beside the means, each arm is paired with the trained policy by seed: trained minus the arm,
 its mean and 95 % t interval over the seeds.
@@ -112,15 +112,28 @@ def paired_with_trained(runs: list[dict]) -> dict:
     return out
 
 
+def outputs(config: Path, result: Path | None, plot: Path | None) -> tuple[Path, Path]:
+    """Where a run of `config` is recorded: the example config's files, or files named by the
+    config's stem, so that another config never overwrites the example's record."""
+    if config.resolve() == (CONFIGS / "deliberation.yaml").resolve():
+        return result or RESULT, plot or PLOT
+    stem = config.stem
+    return result or RESULT.with_name(f"deliberation_{stem}.json"), plot or PLOT.with_name(f"deliberation_{stem}_actions.svg")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--model", default=None, help="another base model directory (default: the config's)")
     ap.add_argument("--config", type=Path, default=CONFIGS / "deliberation.yaml")
-    ap.add_argument("--result", type=Path, default=RESULT)
-    ap.add_argument("--plot", type=Path, default=PLOT)
+    ap.add_argument("--result", type=Path, default=None,
+                    help="default: results/deliberation.json for the example config, else results/deliberation_<config>.json")
+    ap.add_argument("--plot", type=Path, default=None,
+                    help="default: docs/img/deliberation_actions.svg for the example config, else "
+                         "docs/img/deliberation_<config>_actions.svg")
     ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-deliberation"))
     args = ap.parse_args()
+    args.result, args.plot = outputs(args.config, args.result, args.plot)
     runs = []
     for seed in args.seeds:
         out = args.out / f"seed{seed}"

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.deliberation import paired_with_trained  # noqa: E402
+from benchmarks.deliberation import PLOT, RESULT, outputs, paired_with_trained  # noqa: E402
 from benchmarks.learning import clear_own  # noqa: E402
 
 
@@ -40,3 +40,12 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     clear_own(old, "rolecall-run.json")
     assert not old.exists()
     clear_own(tmp_path / "absent", "rolecall-run.json")  # nothing to clear
+
+
+def test_another_config_never_overwrites_the_example_record(tmp_path):
+    from benchmarks.learning import CONFIGS
+    assert outputs(CONFIGS / "deliberation.yaml", None, None) == (RESULT, PLOT)
+    result, plot = outputs(Path("configs/real/smollm2-deliberation.yaml"), None, None)
+    assert result.name == "deliberation_smollm2-deliberation.json" and result.parent == RESULT.parent
+    assert plot.name == "deliberation_smollm2-deliberation_actions.svg"
+    assert outputs(Path("x.yaml"), tmp_path / "r.json", None)[0] == tmp_path / "r.json"
