@@ -78,11 +78,16 @@ def test_every_real_config_loads_and_names_the_real_model():
     names = [n for n in shipped_configs() if n.startswith("real/")]
     assert {f"real/smollm2-{w}" for w in ("single", "voting-ip", "voting-sp", "eval_opt-ip", "eval_opt-sp",
                                           "orch_workers-ip", "orch_workers-sp", "chain", "debate")} <= set(names)
+    # the seed systems' configs have their own small-model prompt sets and, for search, their own task
+    own = {"real/smollm2-search_answer": ("search_small", "multihop", "boxed_or_last_line"),
+           "real/smollm2-deliberation": ("deliberation_small", "reasoning_gym", "boxed_or_last_number")}
+    assert set(own) <= set(names)
     for name in names:
         cfg = load_config(name)
-        assert cfg.model.path == "smollm2-135m" and cfg.workflow.prompts == "small"
-        assert cfg.reward.answer_from == "boxed_or_last_number" and cfg.task.name == "reasoning_gym"
+        prompts, task, answer_from = own.get(name, ("small", "reasoning_gym", "boxed_or_last_number"))
+        assert cfg.model.path == "smollm2-135m" and cfg.workflow.prompts == prompts, name
+        assert cfg.reward.answer_from == answer_from and cfg.task.name == task, name
         workflow = build_team(cfg).workflow
-        if cfg.workflow.name in ("voting", "eval_opt", "chain"):
+        if cfg.workflow.name in ("voting", "eval_opt", "chain", "deliberation", "search_answer"):
             assert cfg.workflow.options["role_format"] == "plain", name
         assert workflow.name == cfg.workflow.name
