@@ -106,9 +106,8 @@ def paired_with_trained(runs: list[dict]) -> dict:
     for arm in runs[0]["validation"]:
         if arm == "trained":
             continue
-        p = Paired.of([r["validation"]["trained"]["accuracy"] - r["validation"][arm]["accuracy"] for r in runs])
-        out[arm] = {"values": [round(v, 4) for v in p.values], "mean": round(p.mean, 4),
-                    "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95]}
+        out[arm] = Paired.of([r["validation"]["trained"]["accuracy"] - r["validation"][arm]["accuracy"]
+                              for r in runs]).as_dict()
     return out
 
 

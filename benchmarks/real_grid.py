@@ -39,11 +39,6 @@ RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_major
              "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision")
 
 
-def _paired(p) -> dict:
-    return {"values": [round(v, 4) for v in p.values], "mean": None if p.mean is None else round(p.mean, 4),
-            "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95], "n": p.n}
-
-
 def slow_steps(rows: list[dict], window: int = 5, ratio: float = 1.5) -> dict:
     """Steps that took over `ratio` times the median of their neighbours (`window` steps each
     side), and their excess seconds over it: the footprint of other work sharing the machine,
@@ -115,10 +110,10 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
         use_long = long is not None and long["paired"] > 0
         entry = {"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
                  "seeds": r["seeds"], "paired_with_control": r["paired"],
-                 **{k: _paired(r[k]) for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
+                 **{k: r[k].as_dict() for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
         if use_long:
             entry["short_control"] = {k: entry[k] for k in LONG_MATCHINGS}
-            entry.update({k: _paired(long[k]) for k in LONG_MATCHINGS})
+            entry.update({k: long[k].as_dict() for k in LONG_MATCHINGS})
             entry["long_control"] = {"paired": long["paired"], "matchings": list(LONG_MATCHINGS)}
         comparisons.append(entry)
     return {"grid": str(grid_dir), "axes": g.axes,

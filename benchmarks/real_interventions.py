@@ -59,10 +59,7 @@ def paired_effects(arms: dict[str, dict[int, dict]], none: dict[int, dict]) -> d
         for stat in STATS:
             vals = [by_seed[s][stat] - none[s][stat] for s in seeds
                     if by_seed[s].get(stat) is not None and none[s].get(stat) is not None]
-            p = Paired.of(vals)
-            out[arm][stat] = {"values": [round(v, 4) for v in vals],
-                              "mean": None if p.mean is None else round(p.mean, 4),
-                              "ci95": None if p.ci95 is None else [round(x, 4) for x in p.ci95]}
+            out[arm][stat] = Paired.of(vals).as_dict()
     return out
 
 

@@ -51,6 +51,12 @@ class Paired(Spread):
         half = t_quantile(self.n - 1) * statistics.stdev(self.values) / math.sqrt(self.n)
         return self.mean - half, self.mean + half
 
+    def as_dict(self, digits: int = 4) -> dict:
+        """The differences, their mean and 95 % interval, rounded, as a result file records them."""
+        return {"values": [round(v, digits) for v in self.values],
+                "mean": None if self.mean is None else round(self.mean, digits),
+                "ci95": None if self.ci95 is None else [round(x, digits) for x in self.ci95], "n": self.n}
+
 
 def curve(run: RunData) -> list[tuple[dict[str, float], float]]:
     """(cumulative cost per matching, accuracy) at each validation of the run, in step order.

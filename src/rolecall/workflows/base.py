@@ -8,7 +8,7 @@ from string import Template
 from typing import Any, ClassVar, Mapping, Protocol
 
 from rolecall.errors import UserError
-from rolecall.parsing import ROLE_FORMATS
+from rolecall.parsing import ANSWER_FROM, ROLE_FORMATS
 from rolecall.types import Episode, Message, Problem, Reply
 
 
@@ -155,6 +155,14 @@ def format_penalty_option(value: Any) -> float:
         raise ValueError(f"workflow.options.format_penalty must be a number >= 0, got {value!r} (subtracted from "
                          "the reward of a turn whose output did not parse)")
     return float(value)
+
+
+def answer_from_option(value: Any) -> str:
+    """Validate a workflow's `answer_from` (`parsing.ANSWER_FROM`: how it reads an answer from a
+    reply without a box), else a ValueError naming the option."""
+    if not isinstance(value, str) or value not in ANSWER_FROM:
+        raise ValueError(f"workflow.options.answer_from: must be one of {list(ANSWER_FROM)}, got {value!r}")
+    return value
 
 
 def role_format_option(value: Any) -> str:

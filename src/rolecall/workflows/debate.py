@@ -44,10 +44,10 @@ from __future__ import annotations
 import asyncio
 from statistics import fmean
 
-from rolecall.parsing import ANSWER_FROM, final_answer, read_verdict
+from rolecall.parsing import final_answer, read_verdict
 from rolecall.types import Episode, Problem, Reply
-from rolecall.workflows.base import (Team, Workflow, form_rates, format_penalty_option, positive_int_option,
-                                     role_format_option, user)
+from rolecall.workflows.base import (Team, Workflow, answer_from_option, form_rates, format_penalty_option,
+                                     positive_int_option, role_format_option, user)
 from rolecall.workflows.voting import majority_choice, majority_index
 
 
@@ -99,9 +99,7 @@ class Debate(Workflow):
                  alpha_misled: float = 0.1, agents: str = "slots", peer_scores: str = "none",
                  role_format: str = "boxed", format_penalty: float = 0.0, answer_from: str = "boxed") -> None:
         self.n_agents = positive_int_option("n_agents", n_agents)
-        if answer_from not in ANSWER_FROM:
-            raise ValueError(f"workflow.options.answer_from: must be one of {list(ANSWER_FROM)}, got {answer_from!r}")
-        self.answer_from = answer_from
+        self.answer_from = answer_from_option(answer_from)
         self.rounds = positive_int_option("rounds", rounds)
         if agents not in ("slots", "roles"):
             raise ValueError(f"workflow.options.agents must be 'slots' or 'roles', got {agents!r}")

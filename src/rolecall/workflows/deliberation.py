@@ -56,11 +56,11 @@ from typing import Protocol, Sequence
 import yaml
 
 from rolecall.metapolicy.rules import FixedDeliberator, OracleDeliberator, RandomDeliberator
-from rolecall.parsing import ANSWER_FROM, read_verdict
+from rolecall.parsing import read_verdict
 from rolecall.metapolicy.state import (ACTIONS, CONCEDE, PERSIST, REFINE, AgentState, answer_key, parse_profile,
                                        round_features)
 from rolecall.types import Episode, Problem
-from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
+from rolecall.workflows.base import Team, Workflow, answer_from_option, positive_int_option, role_format_option, user
 
 DELIBERATION_PROMPTS = yaml.safe_load(
     resources.files("rolecall.workflows").joinpath("prompts/deliberation.yaml").read_text("utf-8"))
@@ -138,9 +138,7 @@ class Deliberation(Workflow):
             raise ValueError(f"workflow.options.critic: must be true or false, got {critic!r}")
         self.critic = critic
         self.role_format = role_format_option(role_format)
-        if answer_from not in ANSWER_FROM:
-            raise ValueError(f"workflow.options.answer_from: must be one of {list(ANSWER_FROM)}, got {answer_from!r}")
-        self.answer_from = answer_from
+        self.answer_from = answer_from_option(answer_from)
         if critic:  # the instance's own roles and templates, set before the base class checks them
             self.roles = ("agent", "critic")
             self.templates = {**self.templates, "critic": ("problem", "solution")}
