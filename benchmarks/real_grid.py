@@ -12,7 +12,8 @@ cumulative problems, generated tokens and training seconds at each point, the de
 the last validation's role metrics against the trivial rules (a selecting role against
 always-first and the majority, a judging role against always-"correct"), the steps slowed by
 other work on the machine (`slow_steps`: over 1.5x the median of their neighbours, and the
-seconds they added), and per cell the paired
+seconds they added), each role's reply length and gradient share over the first and last ten
+steps (`role_shapes`, the paper's signature of Shared-Policy capture), and per cell the paired
 differences against the single-agent control at equal problems, equal generated tokens and
 equal wall time, and against its own step 0, each with its 95 % t interval over seeds
 (`rolecall.grid.matching`). A cell that has not finished is listed with its status.
@@ -20,6 +21,8 @@ equal wall time, and against its own step 0, each with its 95 % t interval over 
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -39,28 +42,52 @@ RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_major
              "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision")
 
 
+def _step_rows(rows: list[dict]) -> list[dict]:
+    """One row per training step, in step order (a step logged twice, by a resume, keeps its last row)."""
+    steps: dict[int, dict] = {}
+    for r in rows:
+        if "event" not in r and "step" in r and isinstance(r.get("time/step_s"), (int, float)):
+            steps[int(r["step"])] = r
+    return [steps[k] for k in sorted(steps)]
+
+
 def slow_steps(rows: list[dict], window: int = 5, ratio: float = 1.5) -> dict:
     """Steps that took over `ratio` times the median of their neighbours (`window` steps each
     side), and their excess seconds over it: the footprint of other work sharing the machine,
     which a step's `time/step_s` includes. A slow phase of the run itself (long early replies)
     moves the neighbours too and is not flagged."""
-    steps: dict[int, float] = {}
-    for r in rows:  # a step logged twice (a resume) counts once, its last row
-        v = r.get("time/step_s")
-        if "event" not in r and "step" in r and isinstance(v, (int, float)):
-            steps[int(r["step"])] = float(v)
+    steps = {int(r["step"]): float(r["time/step_s"]) for r in _step_rows(rows)}
     order = sorted(steps)
     flagged, excess = [], 0.0
     for i, step in enumerate(order):
         near = [steps[order[j]] for j in range(max(0, i - window), min(len(order), i + window + 1)) if j != i]
         if not near:
             continue
-        near.sort()
-        median = near[len(near) // 2] if len(near) % 2 else (near[len(near) // 2 - 1] + near[len(near) // 2]) / 2
+        median = statistics.median(near)
         if steps[step] > ratio * median:
             flagged.append(step)
             excess += steps[step] - median
     return {"steps": flagged, "excess_s": round(excess, 1), "total_s": round(sum(steps.values()), 1)}
+
+
+# A role's output shape and pull on its policy, as the paper reads Shared-Policy capture: its
+# median reply length (the aggregator's terse stamp vs the voters' worked answers) and its share
+# of the per-step gradient mass of the policy it trains (1.0 for a role with a policy of its own).
+SHAPE_KEYS = ("len_p50", "grad_share")
+
+
+def role_shapes(rows: list[dict], window: int = 10) -> dict:
+    """Per role: the mean of each SHAPE_KEYS metric over the first and over the last `window`
+    training steps, as [first, last] (None where the role never logged it)."""
+    steps = _step_rows(rows)
+    roles = sorted({k.split("/")[1] for r in steps for k in r if k.startswith("role/") and k.count("/") == 2})
+
+    def mean(part: list[dict], key: str) -> float | None:
+        got = [r[key] for r in part if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+        return round(statistics.fmean(got), 3) if got else None
+
+    return {role: {k: [mean(steps[:window], f"role/{role}/{k}"), mean(steps[-window:], f"role/{role}/{k}")]
+                   for k in SHAPE_KEYS} for role in roles}
 
 
 def run_record(g, run) -> dict:
@@ -75,7 +102,7 @@ def run_record(g, run) -> dict:
                       for c, a in matching.curve(run)],
             "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},
             "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()},
-            "slow_steps": slow_steps(run.rows)}
+            "slow_steps": slow_steps(run.rows), "role_shapes": role_shapes(run.rows)}
 
 
 # Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal

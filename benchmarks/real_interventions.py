@@ -1,7 +1,8 @@
 """The paper's interventions on one cell of the real grid, paired with the grid's own runs of it.
 
     python benchmarks/real_grid.py                                   # first: the grid
-    python benchmarks/real_interventions.py --cell voting-isolated   # then: the chosen cell
+    python benchmarks/real_interventions.py --choose                 # then: which cell the rule picks
+    python benchmarks/real_interventions.py                          # and the interventions on it
 
 "When Does Multi-Agent RL Improve LLM Workflows?" proposes two interventions for a failing
 cell: a per-role KL anchor toward the base model and a gradient-coherence regularizer. This
@@ -18,8 +19,10 @@ Writes benchmarks/results/real_interventions.json with provenance.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from statistics import fmean
 
 import yaml
 
@@ -63,19 +66,75 @@ def paired_effects(arms: dict[str, dict[int, dict]], none: dict[int, dict]) -> d
     return out
 
 
-def _stats(runs) -> dict[int, dict]:
-    return {int(r.labels["seed"]): {k: r.acc(k) for k in (*STATS, "base")} for r in runs if r.status == "done"}
+def _stats(runs) -> dict[str, dict]:
+    # keyed by the seed axis's label ("seed0"): the arms' grid and the real grid share the axis
+    return {str(r.labels["seed"]): {k: r.acc(k) for k in (*STATS, "base")} for r in runs if r.status == "done"}
+
+
+def choose_cell(doc: dict) -> tuple[str, str]:
+    """The cell the interventions go to, by the rule docs/findings.md fixed before the
+    Isolated-Policy cells ran, read off real_grid.json; and why.
+
+    1. The method cell with the most seeds whose validation ENDED at least its cliff margin
+       below an earlier peak (peak - final, a cliff not recovered from); ties to the larger mean
+       of that fall.
+    2. Else the cell whose selecting or judging role falls furthest below its trivial rule at
+       the last validation: per seed, the role's accuracy minus the best of its trivial rules
+       on the same episodes (`tables_grid.ROLES`), averaged over seeds; only a mean below zero
+       counts.
+    3. Else the cell with the lowest mean peak gain over its own step 0.
+    """
+    from benchmarks.tables_grid import ROLES
+    from rolecall.grid.tables import CLIFF_MARGIN
+
+    cells: dict[str, list[dict]] = {}
+    for r in doc["runs"]:
+        if r["kind"] == "run" and r["status"] == "done":
+            labels = r.get("labels") or {}
+            cells.setdefault(f"{labels.get('workflow')}-{labels.get('routing')}", []).append(r)
+    if not cells:
+        raise SystemExit("no finished method cell in the grid's record: run benchmarks/real_grid.py first")
+    ended_below = {c: [r["peak"] - r["final"] for r in runs
+                       if r["peak"] - r["final"] >= r.get("cliff_margin", CLIFF_MARGIN) - 1e-12]
+                   for c, runs in cells.items()}
+    best = max(cells, key=lambda c: (len(ended_below[c]), fmean(ended_below[c]) if ended_below[c] else 0.0))
+    if ended_below[best]:
+        return best, (f"rule 1: {len(ended_below[best])} seed(s) ended at least the cliff margin below an earlier "
+                      f"peak (mean fall {fmean(ended_below[best]):.2f})")
+    below = {}
+    for c, runs in cells.items():
+        gaps = [m[key] - max(m[k] for k in rules if m.get(k) is not None)
+                for r in runs for m in [r.get("rules_at_last_validation") or {}] for key, _, rules in ROLES
+                if m.get(key) is not None and any(m.get(k) is not None for k in rules)]
+        if gaps:
+            below[c] = fmean(gaps)
+    worst = min(below, key=below.get, default=None)
+    if worst is not None and below[worst] < 0:
+        return worst, f"rule 2: its role is {-below[worst]:.3f} below the best trivial rule on average"
+    gains = {c: fmean(r["peak"] - r["base"] for r in runs) for c, runs in cells.items()}
+    low = min(gains, key=gains.get)
+    return low, f"rule 3: no cell ended below its peak by the margin nor has a role below its rule; lowest mean peak gain ({gains[low]:+.2f})"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cell", required=True, help="the real grid's cell, <workflow>-<routing>: voting-isolated, ...")
+    ap.add_argument("--cell", default=None, help="the real grid's cell, <workflow>-<routing>: voting-isolated, ... "
+                    "(default: the cell the pre-registered rule picks from --grid-result)")
+    ap.add_argument("--grid-result", type=Path, default=HERE / "results" / "real_grid.json",
+                    help="the real grid's record, which the rule reads")
+    ap.add_argument("--choose", action="store_true", help="print the cell the rule picks, and why, and stop")
     ap.add_argument("--grid", type=Path, default=GRID)
     ap.add_argument("--grid-dir", type=Path, default=Path("runs/real"), help="the real grid's directory")
     ap.add_argument("--out-dir", type=Path, default=None, help="default: runs/real_interventions_<cell>")
     ap.add_argument("--collect-only", action="store_true")
     ap.add_argument("--result", type=Path, default=RESULT)
     args = ap.parse_args(argv)
+    if args.cell is None or args.choose:
+        cell, why = choose_cell(json.loads(args.grid_result.read_text()))
+        print(f"the rule picks {cell}: {why}")
+        if args.choose:
+            return 0
+        args.cell = args.cell or cell
     grid = yaml.safe_load(args.grid.read_text())
     out = args.out_dir or Path(f"runs/real_interventions_{args.cell}")
     spec = cell_grid(grid, args.grid, args.cell, grid["axes"]["seed"])

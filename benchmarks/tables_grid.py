@@ -1,6 +1,7 @@
 """The real-model grid's tables (benchmarks/real_grid.py -> results/real_grid.json), for
 docs/findings.md: the cells over seeds, each cell against the single-agent control at matched
-cost, and the selecting and judging roles against trivial rules. Registered in
+cost, the selecting and judging roles against trivial rules, and each role's reply length and
+gradient share (Shared-Policy capture). Registered in
 benchmarks/tables.py like every other generated table."""
 from __future__ import annotations
 
@@ -42,12 +43,12 @@ def _groups(doc: dict) -> dict[str, list[dict]]:
     return out
 
 
-def _spread(values: list[float]) -> str:
+def _spread(values: list[float], fmt: str = ".2f") -> str:
     if not values:
         return "–"
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{fmean(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+        return f"{values[0]:{fmt}}"
+    return f"{fmean(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
 
 
 def _missing(what: str) -> str:
@@ -124,6 +125,61 @@ def real_grid_roles() -> str:
             rows.append(f"| {name} | {role} | {_spread(got)} | {rule_text} |")
     if len(rows) == 2:
         return _missing("selecting or judging role")
+    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
+
+
+def _shape(runs: list[dict], role: str, key: str, i: int) -> list[float]:
+    """`role_shapes[role][key][i]` (0: first ten steps, 1: last ten) of each finished run that has it."""
+    return [v for r in runs if r["status"] == "done"
+            for v in [((r.get("role_shapes") or {}).get(role) or {}).get(key, [None, None])[i]] if v is not None]
+
+
+def _method(run: dict) -> dict:
+    return {k: v for k, v in (run.get("labels") or {}).items() if k not in ("seed", "routing")}
+
+
+def _last_len_by_seed(runs: list[dict], role: str) -> dict:
+    return {(r.get("labels") or {}).get("seed"): got[0] for r in runs for got in [_shape([r], role, "len_p50", 1)] if got}
+
+
+def _shared_minus_isolated(groups: dict[str, list[dict]], runs: list[dict], role: str) -> str:
+    """The last ten steps' reply length, this Shared-Policy cell minus the Isolated-Policy cell
+    of the same workflow, paired by seed, with its 95 % t interval."""
+    from rolecall.grid.matching import Paired
+
+    if (runs[0].get("labels") or {}).get("routing") != "shared":
+        return "–"
+    twin = next((rs for rs in groups.values()
+                 if (rs[0].get("labels") or {}).get("routing") == "isolated" and _method(rs[0]) == _method(runs[0])), [])
+    shared, isolated = _last_len_by_seed(runs, role), _last_len_by_seed(twin, role)
+    diffs = [shared[seed] - isolated[seed] for seed in shared if seed in isolated]
+    if not diffs:
+        return "–"
+    p = Paired.of(diffs).as_dict(2)
+    ci = f" [{p['ci95'][0]:+.1f}, {p['ci95'][1]:+.1f}]" if p["ci95"] else " (one seed)"
+    return f"{p['mean']:+.1f}{ci} ({p['n']} seeds)"
+
+
+def real_grid_role_shapes() -> str:
+    """Each role's median reply length and share of its policy's gradient, over the first and
+    the last ten training steps (means over seeds, ranges in brackets), and for a Shared-Policy
+    cell its last-ten length minus the Isolated-Policy cell's, paired by seed: the paper's
+    signature of a shared policy captured by its dominant role."""
+    doc = _doc()
+    if doc is None:
+        return _missing("grid")
+    groups = {n: rs for n, rs in _groups(doc).items() if rs[0]["kind"] == "run"}
+    rows = ["| cell | role | reply length (median tokens), first 10 steps → last 10 | share of the policy's gradient, "
+            "first → last | length, shared − isolated (last 10, paired by seed) |", "|---|---|---|---|---|"]
+    for name, runs in groups.items():
+        roles = sorted({role for r in runs if r["status"] == "done" for role in (r.get("role_shapes") or {})})
+        for role in roles:
+            length = f"{_spread(_shape(runs, role, 'len_p50', 0), '.1f')} → {_spread(_shape(runs, role, 'len_p50', 1), '.1f')}"
+            first, last = _shape(runs, role, "grad_share", 0), _shape(runs, role, "grad_share", 1)
+            share = "its own policy" if first and min(first + last) > 0.999 else f"{_spread(first)} → {_spread(last)}"
+            rows.append(f"| {name} | {role} | {length} | {share} | {_shared_minus_isolated(groups, runs, role)} |")
+    if len(rows) == 2:
+        return _missing("role shape")
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 

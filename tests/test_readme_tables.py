@@ -162,3 +162,26 @@ def test_the_grid_tables_read_cliffs_intervals_and_rules_from_the_recorded_grid(
     assert "+0.05 [-0.10, +0.20]" in matched and "-0.10 (one seed, no interval)" in matched
     assert "| voting isolated | aggregator's pick | 0.40 (0.40–0.40) | always the first 0.38" in tables_grid.real_grid_roles()
     assert "recorded 2026-11-28 at commit abc1234" in cells
+
+
+def test_the_role_shape_table_pairs_shared_with_isolated_by_seed(tmp_path, monkeypatch):
+    """The aggregator's last-ten length under Shared- minus Isolated-Policy, paired by seed (a
+    seed without its isolated twin is left out); a role with a policy of its own says so."""
+    from benchmarks import tables_grid
+
+    monkeypatch.setattr(tables_grid, "RESULT", tmp_path / "real_grid.json")
+
+    def run(routing, seed, agg_len, share):
+        return {"cell": f"voting-{routing}-{seed}", "kind": "run", "status": "done",
+                "labels": {"workflow": "voting", "routing": routing, "seed": f"seed{seed}"},
+                "role_shapes": {"aggregator": {"len_p50": [15.0, agg_len], "grad_share": [share, share]}}}
+
+    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-29"}, "cells": {"done": 5},
+           "runs": [run("shared", 0, 9.0, 0.3), run("shared", 1, 17.0, 0.25), run("shared", 2, 11.0, 0.35),
+                    run("isolated", 0, 5.0, 1.0), run("isolated", 1, 3.0, 1.0)]}
+    (tmp_path / "real_grid.json").write_text(json.dumps(doc))
+    out = tables_grid.real_grid_role_shapes()
+    # differences 4 and 14: mean 9, 95 % t half-width 12.706 * 7.07 / sqrt 2 = 63.5
+    assert "| voting shared | aggregator | 15.0 (15.0–15.0) → 12.3 (9.0–17.0) | 0.30 (0.25–0.35) → " \
+           "0.30 (0.25–0.35) | +9.0 [-54.5, +72.5] (2 seeds) |" in out
+    assert "| voting isolated | aggregator | 15.0 (15.0–15.0) → 4.0 (3.0–5.0) | its own policy | – |" in out

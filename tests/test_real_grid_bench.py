@@ -1,5 +1,5 @@
-"""benchmarks/real_grid.py's slow_steps: a step slowed by other work on the machine stands out from
-its neighbours; a slow phase of the run itself (long early replies) does not."""
+"""benchmarks/real_grid.py's slow_steps (a step slowed by other work on the machine stands out from
+its neighbours; a slow phase of the run itself, long early replies, does not) and role_shapes."""
 from __future__ import annotations
 
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.real_grid import slow_steps  # noqa: E402
+from benchmarks.real_grid import role_shapes, slow_steps  # noqa: E402
 
 
 def test_slow_steps_by_hand():
@@ -19,3 +19,16 @@ def test_slow_steps_by_hand():
     out = slow_steps(rows)
     assert out == {"steps": [20], "excess_s": 84.0, "total_s": 8 * 28.0 + 22 * 16.0 + 84.0}
     assert slow_steps([]) == {"steps": [], "excess_s": 0.0, "total_s": 0.0}
+
+
+def test_role_shapes_average_the_first_and_last_steps_of_each_role():
+    rows = [{"step": s, "time/step_s": 1.0, "role/aggregator/len_p50": float(s), "role/generator/grad_share": 0.7,
+             "role/aggregator/grad_share": None if s == 1 else 0.3, "policy/shared/grad_norm": 5.0}
+            for s in range(1, 25)]
+    rows.append({"step": 3, "event": "alarm", "role/aggregator/len_p50": 999.0})  # events are not steps
+    rows.append({"step": 20, "val/accuracy": 0.5, "role/aggregator/len_p50": 999.0})  # nor validations
+    out = role_shapes(rows, window=4)
+    assert out["aggregator"] == {"len_p50": [2.5, 22.5], "grad_share": [0.3, 0.3]}  # step 1's None is skipped
+    assert out["generator"] == {"len_p50": [None, None], "grad_share": [0.7, 0.7]}
+    assert set(out) == {"aggregator", "generator"}  # policy/ keys are not roles
+    assert role_shapes([]) == {}

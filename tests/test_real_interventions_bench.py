@@ -1,4 +1,5 @@
-"""benchmarks/real_interventions.py: the cell's grid file and the paired effects, by hand."""
+"""benchmarks/real_interventions.py: the cell's grid file, the pre-registered choice of cell and the
+paired effects, by hand."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +11,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.real_interventions import ARMS, cell_grid, paired_effects  # noqa: E402
+from benchmarks.real_interventions import ARMS, cell_grid, choose_cell, paired_effects  # noqa: E402
 
 
 def test_the_cell_grid_keeps_the_real_grids_cell_and_adds_the_arms(tmp_path):
@@ -41,3 +42,33 @@ def test_paired_effects_by_hand():
     lo, hi = out["fall"]["ci95"]
     assert lo < -0.05 < hi
     assert paired_effects({"kl_anchor": {0: arm[0]}}, none)["kl_anchor"]["peak"]["ci95"] is None  # one seed
+
+
+def _run(workflow, routing, seed, base, peak, final, rules=None):
+    return {"kind": "run", "status": "done", "labels": {"workflow": workflow, "routing": routing, "seed": f"seed{seed}"},
+            "base": base, "peak": peak, "final": final, "cliff_margin": 0.1, "rules_at_last_validation": rules or {}}
+
+
+def test_the_rule_picks_the_cell_that_ended_below_its_peak_then_a_role_below_its_rule_then_the_least_gain():
+    voting = {"voting/selection_acc": 0.9, "voting/rule_first_acc": 0.9, "voting/rule_majority_acc": 0.95}
+    judge = {"eval_opt/evaluator_accuracy": 0.6, "eval_opt/rule_always_correct_acc": 0.6}
+    runs = [_run("voting", "isolated", s, 0.3, 0.7, 0.65, voting) for s in range(3)]
+    runs += [_run("eval_opt", "shared", s, 0.3, 0.5, 0.5, judge) for s in range(3)]
+    runs += [{"kind": "control", "status": "done", "labels": {"seed": "seed0"}, "base": 0.2, "peak": 0.9, "final": 0.1}]
+    # rule 2: no cell ended 0.10 below its peak (0.05 is not); the aggregator is 0.05 under the majority
+    cell, why = choose_cell({"runs": runs})
+    assert cell == "voting-isolated" and why.startswith("rule 2")
+    # rule 1: one eval_opt seed ended 0.12 below its peak (a fall it recovered from would not count)
+    runs[3] = _run("eval_opt", "shared", 0, 0.3, 0.62, 0.50, judge)
+    assert choose_cell({"runs": runs})[0] == "eval_opt-shared"
+    # ties in seeds go to the larger mean fall
+    runs[0] = _run("voting", "isolated", 0, 0.3, 0.7, 0.55, voting)
+    assert choose_cell({"runs": runs})[0] == "voting-isolated"
+    # rule 3: no fall, every role at or above its best rule: the lowest mean peak gain
+    even = {"voting/selection_acc": 0.95, "voting/rule_first_acc": 0.9, "voting/rule_majority_acc": 0.95}
+    runs = [_run("voting", "isolated", s, 0.3, 0.7, 0.7, even) for s in range(3)]
+    runs += [_run("eval_opt", "shared", s, 0.3, 0.5, 0.5, judge) for s in range(3)]
+    cell, why = choose_cell({"runs": runs})
+    assert cell == "eval_opt-shared" and why.startswith("rule 3")
+    with pytest.raises(SystemExit, match="no finished method cell"):
+        choose_cell({"runs": runs[:0]})
