@@ -38,6 +38,16 @@ def test_missing_answer_and_bad_gold():
         grade_qa("\\boxed{x}", ["x"], metric="bleu")
 
 
+def test_citation_markers_are_not_part_of_the_answer():
+    # search_answer numbers its evidence `[1] ...`; a reply citing it names the passage's answer.
+    s = grade_qa("The answer is: [2] Tuthpen.", ["Tuthpen"], answer_from="boxed_or_last_line")
+    assert (s.value, s.status, s.extracted) == (1.0, "ok", "Tuthpen.")
+    assert grade_qa("\\boxed{Tuthpen [3]}", ["Tuthpen"]).status == "ok"
+    assert grade_qa("Answer: [1]", ["Tuthpen"]).status == "no_answer"  # a citation alone names nothing
+    assert grade_qa("Answer: 2 Tuthpen", ["Tuthpen"]).status == "wrong"  # a bare number is kept
+    assert grade_qa("Answer: [1999]", ["1999"]).status == "ok"  # a year in brackets is not a citation
+
+
 def test_extract_prefers_the_box_then_the_last_answer_line():
     assert extract_answer("Answer: a\nAnswer: b") == "b"
     assert extract_answer("Answer: a\n\\boxed{c}") == "c"

@@ -6,6 +6,10 @@ without one, the text after the last `Answer:` line marker; otherwise there is n
 `reward.answer_from: boxed_or_last_line` (small models that never box), a reply with no
 `\\boxed{` at all is graded on its last non-empty line, an `Answer:` / `The answer is` prefix
 removed (`rolecall.parsing.final_answer`).
+
+Citation markers (`[2]`, one or two digits) are dropped from the prediction before grading: search_answer lists
+its evidence as `[1] ...`, `[2] ...`, and a small model answers `The answer is: [2] Tuthpen.`,
+which names Tuthpen, not "2 Tuthpen". Gold answers are left as they are.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ METRICS = ("em", "f1")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ANSWER_MARK = re.compile(r"(?im)^\s*(?:final\s+)?answer\s*:\s*(.+?)\s*$")
 _PUNCT = str.maketrans("", "", string.punctuation)
+_CITATION = re.compile(r"\[\s*\d{1,2}\s*\]")  # evidence lists are short; `[1999]` is a year
 _MAX_ANSWER_CHARS = 2_000
 
 
@@ -70,7 +75,9 @@ def grade_qa(completion: str, golds: list[str], *, metric: str = "em", missing_a
         pred, via = found.text, {"extracted_from": found.source}
     if not pred or not normalize_answer(pred):
         return Score(0.0 - missing_answer_penalty, "no_answer", pred, info=via)
-    pred = pred[:_MAX_ANSWER_CHARS]
+    pred = _CITATION.sub(" ", pred[:_MAX_ANSWER_CHARS]).strip()
+    if not normalize_answer(pred):
+        return Score(0.0 - missing_answer_penalty, "no_answer", pred, info=via)
     em = any(normalize_answer(pred) == normalize_answer(g) for g in golds)
     best_f1 = max(f1(pred, g) for g in golds)
     value = float(em) if metric == "em" else best_f1
