@@ -56,18 +56,18 @@ def slow_steps(rows: list[dict], window: int = 5, ratio: float = 1.5) -> dict:
     side), and their excess seconds over it: the footprint of other work sharing the machine,
     which a step's `time/step_s` includes. A slow phase of the run itself (long early replies)
     moves the neighbours too and is not flagged."""
-    steps = {int(r["step"]): float(r["time/step_s"]) for r in _step_rows(rows)}
-    order = sorted(steps)
+    steps = [(int(r["step"]), float(r["time/step_s"])) for r in _step_rows(rows)]  # in step order
+    times = [t for _, t in steps]
     flagged, excess = [], 0.0
-    for i, step in enumerate(order):
-        near = [steps[order[j]] for j in range(max(0, i - window), min(len(order), i + window + 1)) if j != i]
+    for i, (step, t) in enumerate(steps):
+        near = times[max(0, i - window):i] + times[i + 1:i + window + 1]
         if not near:
             continue
         median = statistics.median(near)
-        if steps[step] > ratio * median:
+        if t > ratio * median:
             flagged.append(step)
-            excess += steps[step] - median
-    return {"steps": flagged, "excess_s": round(excess, 1), "total_s": round(sum(steps.values()), 1)}
+            excess += t - median
+    return {"steps": flagged, "excess_s": round(excess, 1), "total_s": round(sum(times), 1)}
 
 
 # A role's output shape and pull on its policy, as the paper reads Shared-Policy capture: its

@@ -128,10 +128,15 @@ def real_grid_roles() -> str:
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 
+def _shape_of(run: dict, role: str, key: str, i: int) -> float | None:
+    """`role_shapes[role][key][i]` (0: first ten steps, 1: last ten) of a finished run, else None."""
+    if run["status"] != "done":
+        return None
+    return ((run.get("role_shapes") or {}).get(role) or {}).get(key, [None, None])[i]
+
+
 def _shape(runs: list[dict], role: str, key: str, i: int) -> list[float]:
-    """`role_shapes[role][key][i]` (0: first ten steps, 1: last ten) of each finished run that has it."""
-    return [v for r in runs if r["status"] == "done"
-            for v in [((r.get("role_shapes") or {}).get(role) or {}).get(key, [None, None])[i]] if v is not None]
+    return [v for r in runs if (v := _shape_of(r, role, key, i)) is not None]
 
 
 def _method(run: dict) -> dict:
@@ -139,7 +144,7 @@ def _method(run: dict) -> dict:
 
 
 def _last_len_by_seed(runs: list[dict], role: str) -> dict:
-    return {(r.get("labels") or {}).get("seed"): got[0] for r in runs for got in [_shape([r], role, "len_p50", 1)] if got}
+    return {(r.get("labels") or {}).get("seed"): v for r in runs if (v := _shape_of(r, role, "len_p50", 1)) is not None}
 
 
 def _shared_minus_isolated(groups: dict[str, list[dict]], runs: list[dict], role: str) -> str:

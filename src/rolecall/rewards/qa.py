@@ -73,10 +73,8 @@ def grade_qa(completion: str, golds: list[str], *, metric: str = "em", missing_a
     else:
         found = final_answer(completion, answer_from)
         pred, via = found.text, {"extracted_from": found.source}
+    pred = _CITATION.sub(" ", pred[:_MAX_ANSWER_CHARS]).strip() if pred else pred
     if not pred or not normalize_answer(pred):
-        return Score(0.0 - missing_answer_penalty, "no_answer", pred, info=via)
-    pred = _CITATION.sub(" ", pred[:_MAX_ANSWER_CHARS]).strip()
-    if not normalize_answer(pred):
         return Score(0.0 - missing_answer_penalty, "no_answer", pred, info=via)
     em = any(normalize_answer(pred) == normalize_answer(g) for g in golds)
     best_f1 = max(f1(pred, g) for g in golds)
