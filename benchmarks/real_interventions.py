@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result", type=Path, default=RESULT)
     args = ap.parse_args(argv)
     if args.cell is None or args.choose:
+        if not args.grid_result.is_file():
+            raise SystemExit(f"--grid-result {args.grid_result}: no such file; run benchmarks/real_grid.py "
+                             "(or --collect-only) first, or name the cell with --cell")
         cell, why = choose_cell(json.loads(args.grid_result.read_text()))
         print(f"the rule picks {cell}: {why}")
         if args.choose:
