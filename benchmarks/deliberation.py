@@ -10,6 +10,8 @@ the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-r
     python benchmarks/deliberation.py --seeds 0
     python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml
         # -> results/deliberation_smollm2-deliberation.json, docs/img/deliberation_smollm2-deliberation_actions.svg
+    python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml --out runs/mpdf --resume
+        # after a stop: seeds finished under --out are kept, the rest run (a seed stopped midway reruns)
 
 Beside the means, each arm is paired with the trained policy by seed: trained minus the arm,
 its mean and 95 % t interval over the seeds.
@@ -36,6 +38,7 @@ from benchmarks.learning import CONFIGS, HERE, clear_own, run_child  # noqa: E40
 RESULT = HERE / "results" / "deliberation.json"
 PLOT = HERE.parent / "docs" / "img" / "deliberation_actions.svg"
 ACTIONS = ("persist", "refine", "concede")
+SEED_RECORD = "benchmark_seed.json"  # one finished seed's record, kept in its run directory for --resume
 COLORS = {"persist": "#1f77b4", "refine": "#ff7f0e", "concede": "#2ca02c"}
 
 
@@ -98,6 +101,26 @@ def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "
             "validation": report["validation"], "action_curve": curve}
 
 
+def run_seeds(seeds: list[int], root: Path, made_by: dict, resume: bool, run) -> list[dict]:
+    """Each seed's record, from `run(seed, out)` into `root/seed<n>`; with `resume`, a seed this
+    benchmark finished earlier with the same `made_by` (config and model) is read back instead,
+    so a comparison over seeds can span sittings. Each finished seed is kept as soon as it ends."""
+    runs = []
+    for seed in seeds:
+        out = root / f"seed{seed}"
+        kept = out / SEED_RECORD
+        if resume and kept.is_file() and json.loads(kept.read_text()).get("made_by") == made_by:
+            runs.append(json.loads(kept.read_text())["run"])
+            print(f"seed {seed}: kept from {kept}", flush=True)
+            continue
+        clear_own(out, "rolecall-run.json")
+        runs.append(run(seed, out))
+        kept.write_text(json.dumps({"made_by": made_by, "run": runs[-1]}))
+        acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
+        print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)
+    return runs
+
+
 def paired_with_trained(runs: list[dict]) -> dict:
     """Per arm: trained minus the arm's validation accuracy by seed, the mean and 95 % t interval."""
     from rolecall.grid.matching import Paired
@@ -131,15 +154,12 @@ def main() -> int:
                     help="default: docs/img/deliberation_actions.svg for the example config, else "
                          "docs/img/deliberation_<config>_actions.svg")
     ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-deliberation"))
+    ap.add_argument("--resume", action="store_true",
+                    help="keep each seed this benchmark finished earlier under --out (same --config and --model); run the rest")
     args = ap.parse_args()
     args.result, args.plot = outputs(args.config, args.result, args.plot)
-    runs = []
-    for seed in args.seeds:
-        out = args.out / f"seed{seed}"
-        clear_own(out, "rolecall-run.json")
-        runs.append(run_seed(seed, out, args.model, args.config))
-        acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
-        print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)
+    runs = run_seeds(args.seeds, args.out, {"config": str(args.config.resolve()), "model": args.model}, args.resume,
+                     lambda seed, out: run_seed(seed, out, args.model, args.config))
     arms = list(runs[0]["validation"])
     mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
     passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.deliberation import PLOT, RESULT, outputs, paired_with_trained  # noqa: E402
+from benchmarks.deliberation import PLOT, RESULT, SEED_RECORD, outputs, paired_with_trained, run_seeds  # noqa: E402
 from benchmarks.learning import clear_own  # noqa: E402
 
 
@@ -49,3 +49,30 @@ def test_another_config_never_overwrites_the_example_record(tmp_path):
     assert result.name == "deliberation_smollm2-deliberation.json" and result.parent == RESULT.parent
     assert plot.name == "deliberation_smollm2-deliberation_actions.svg"
     assert outputs(Path("x.yaml"), tmp_path / "r.json", None)[0] == tmp_path / "r.json"
+
+
+def test_resume_keeps_each_finished_seed_and_reruns_the_rest(tmp_path):
+    calls = []
+
+    def fake(seed, out):
+        calls.append(seed)
+        out.mkdir(parents=True)
+        (out / "rolecall-run.json").write_text("{}")
+        return {"seed": seed, "wall_s": 1.0, **_run(trained=0.5 + seed / 10)}
+
+    made_by = {"config": "/x/real.yaml", "model": None}
+    first = run_seeds([0, 1], tmp_path, made_by, False, fake)
+    assert calls == [0, 1] and (tmp_path / "seed0" / SEED_RECORD).is_file()
+    calls.clear()
+    again = run_seeds([0, 1, 2], tmp_path, made_by, True, fake)
+    assert calls == [2] and again[:2] == first  # seeds 0 and 1 read back, seed 2 run
+    calls.clear()
+    run_seeds([0], tmp_path, {**made_by, "config": "/x/other.yaml"}, True, fake)
+    assert calls == [0]  # another config's record is not this one's: rerun
+    calls.clear()
+    (tmp_path / "seed1" / SEED_RECORD).unlink()  # a seed stopped midway leaves no record
+    run_seeds([1], tmp_path, made_by, True, fake)
+    assert calls == [1]
+    calls.clear()
+    run_seeds([2], tmp_path, made_by, False, fake)
+    assert calls == [2]  # without --resume every seed runs again
