@@ -10,8 +10,10 @@ writes a grid file for the one cell (its workflow and routing exactly as
 `configs/grids/real.yaml` sets them, with an `intervention` axis of the two arms, seeds 0-2, no
 control and no base evaluation), runs it through `rolecall grid --resume` (so it resumes arm by
 arm), and records, per seed, each arm minus the real grid's run of the same cell and seed: the
-peak, the final and the deepest fall of validation accuracy, with the mean over seeds and its
-95 % t interval. The arms' settings are fixed in `ARMS` and in docs/findings.md, written down
+peak, the final and the deepest fall of validation accuracy, and the selecting or judging role's
+accuracy minus its best trivial rule at the last validation, with the mean over seeds and its
+95 % t interval; and every run's full record as real_grid.py keeps it (curve, alarms, role
+shapes). The arms' settings are fixed in `ARMS` and in docs/findings.md, written down
 before the grid's Isolated-Policy cells ran; the cell is chosen by the rule written there.
 
 Writes benchmarks/results/real_interventions.json with provenance.
@@ -30,12 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
 from benchmarks.provenance import write_result  # noqa: E402
+from benchmarks.real_grid import run_record  # noqa: E402
 
 GRID = HERE.parent / "configs" / "grids" / "real.yaml"
 RESULT = HERE / "results" / "real_interventions.json"
 ARMS = {"kl_anchor": {"algo.kl_coef_by_role": {"generator": 0.05}},
         "coherence": {"algo.coherence_lambda": 0.5}}
-STATS = ("peak", "final", "fall")
+# Pre-registered: the peak, the final and the deepest fall. Added once the rule had picked a cell
+# for its role (rule 2), before any arm finished: the role's accuracy minus its best trivial rule.
+STATS = ("peak", "final", "fall", "role_gap")
 
 
 def cell_grid(grid: dict, grid_path: Path, cell: str, seeds: list) -> dict:
@@ -66,9 +71,14 @@ def paired_effects(arms: dict[str, dict[int, dict]], none: dict[int, dict]) -> d
     return out
 
 
-def _stats(runs) -> dict[str, dict]:
-    # keyed by the seed axis's label ("seed0"): the arms' grid and the real grid share the axis
-    return {str(r.labels["seed"]): {k: r.acc(k) for k in (*STATS, "base")} for r in runs if r.status == "done"}
+def seed_stats(records: list[dict]) -> dict[str, dict]:
+    """STATS and the step-0 accuracy of each finished run (`real_grid.run_record`), keyed by the
+    seed axis's label ("seed0"): the arms' grid and the real grid share the axis."""
+    from benchmarks.tables_grid import role_gap
+
+    return {str(r["labels"]["seed"]): {**{k: r.get(k) for k in ("peak", "final", "fall", "base")},
+                                       "role_gap": role_gap(r.get("rules_at_last_validation") or {})}
+            for r in records if r["status"] == "done"}
 
 
 def choose_cell(doc: dict) -> tuple[str, str]:
@@ -84,7 +94,7 @@ def choose_cell(doc: dict) -> tuple[str, str]:
        counts.
     3. Else the cell with the lowest mean peak gain over its own step 0.
     """
-    from benchmarks.tables_grid import ROLES
+    from benchmarks.tables_grid import role_gap
     from rolecall.grid.tables import CLIFF_MARGIN
 
     cells: dict[str, list[dict]] = {}
@@ -103,9 +113,7 @@ def choose_cell(doc: dict) -> tuple[str, str]:
                       f"peak (mean fall {fmean(ended_below[best]):.2f})")
     below = {}
     for c, runs in cells.items():
-        gaps = [m[key] - max(m[k] for k in rules if m.get(k) is not None)
-                for r in runs for m in [r.get("rules_at_last_validation") or {}] for key, _, rules in ROLES
-                if m.get(key) is not None and any(m.get(k) is not None for k in rules)]
+        gaps = [g for r in runs if (g := role_gap(r.get("rules_at_last_validation") or {})) is not None]
         if gaps:
             below[c] = fmean(gaps)
     worst = min(below, key=below.get, default=None)
@@ -152,13 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     from rolecall.policies.model import resolve_model_dir
 
     workflow, _, routing = args.cell.rpartition("-")
-    base = tables.load(args.grid_dir)
-    none = _stats([r for r in base.runs if r.kind == "run" and r.labels.get("workflow") == workflow
-                   and r.labels.get("routing") == routing])
-    arms_g = tables.load(out)
-    arms = {arm: _stats([r for r in arms_g.runs if r.labels.get("intervention") == arm]) for arm in ARMS}
+    base, arms_g = tables.load(args.grid_dir), tables.load(out)
+    records = {"none": [run_record(base, r) for r in base.runs if r.kind == "run"
+                        and r.labels.get("workflow") == workflow and r.labels.get("routing") == routing]}
+    records.update({arm: [run_record(arms_g, r) for r in arms_g.runs if r.labels.get("intervention") == arm]
+                    for arm in ARMS})
+    none = seed_stats(records["none"])
+    arms = {arm: seed_stats(records[arm]) for arm in ARMS}
     doc = {"cell": args.cell, "grid_dir": str(args.grid_dir), "out_dir": str(out), "arms": ARMS, "grid": spec,
-           "none": none, "runs": arms, "effects": paired_effects(arms, none)}
+           "none": none, "runs": arms, "effects": paired_effects(arms, none), "records": records}
     write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))
     print(f"wrote {args.result}")
     return 0

@@ -1,7 +1,8 @@
 """The real-model grid's tables (benchmarks/real_grid.py -> results/real_grid.json), for
 docs/findings.md: the cells over seeds, each cell against the single-agent control at matched
-cost, the selecting and judging roles against trivial rules, and each role's reply length and
-gradient share (Shared-Policy capture). Registered in
+cost, the selecting and judging roles against trivial rules, each role's reply length and
+gradient share (Shared-Policy capture), and the interventions tried on one cell
+(results/real_interventions.json). Registered in
 benchmarks/tables.py like every other generated table."""
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ ROLES = (("voting/selection_acc", "aggregator's pick", ("voting/rule_first_acc",
          ("eval_opt/evaluator_accuracy", "evaluator's verdict", ("eval_opt/rule_always_correct_acc",)))
 RULE_NAMES = {"voting/rule_first_acc": "always the first", "voting/rule_majority_acc": "the majority",
               "eval_opt/rule_always_correct_acc": "always \"correct\""}
+
+
+def role_gap(rules: dict) -> float | None:
+    """A run's selecting or judging role at its last validation (`rules_at_last_validation`):
+    its accuracy minus the best of its trivial rules on the same episodes; None where the run
+    has no such role."""
+    for key, _, names in ROLES:
+        best = [rules[k] for k in names if rules.get(k) is not None]
+        if rules.get(key) is not None and best:
+            return rules[key] - max(best)
+    return None
 
 
 def _doc() -> dict | None:
@@ -186,6 +198,32 @@ def real_grid_role_shapes() -> str:
     if len(rows) == 2:
         return _missing("role shape")
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
+
+
+INTERVENTIONS = RESULT.with_name("real_interventions.json")
+EFFECTS = (("peak", "peak"), ("final", "final"), ("fall", "deepest fall"), ("role_gap", "role − best trivial rule"))
+
+
+def real_interventions() -> str:
+    """The paper's interventions on the cell the rule picked: each arm's runs over seeds (and
+    the grid's own runs of the cell, "none"), then each arm minus none paired by seed, with
+    its 95 % t interval (benchmarks/real_interventions.py)."""
+    if not INTERVENTIONS.is_file():
+        return "_No interventions recorded yet: `python benchmarks/real_interventions.py` runs them._\n"
+    doc = json.loads(INTERVENTIONS.read_text())
+    seeds = len((doc.get("grid") or {}).get("axes", {}).get("seed", [])) or "?"
+    head = " | ".join(label for _, label in EFFECTS)
+    rows = [f"| {doc['cell']} | seeds done | {head} |", "|---|---|" + "---|" * len(EFFECTS)]
+    for arm, by_seed in [("none (the grid's runs)", doc["none"]), *doc["runs"].items()]:
+        cols = [_spread([v[k] for v in by_seed.values() if v.get(k) is not None]) for k, _ in EFFECTS]
+        rows.append(f"| {arm} | {len(by_seed)} of {seeds} | " + " | ".join(cols) + " |")
+    rows += ["", f"| arm − none, paired by seed | seeds paired | {head} |", "|---|---|" + "---|" * len(EFFECTS)]
+    for arm, eff in doc["effects"].items():
+        rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(_interval(eff.get(k)) for k, _ in EFFECTS) + " |")
+    prov = doc.get("provenance") or doc
+    return ("\n".join(rows) + f"\n\nFrom `benchmarks/results/real_interventions.json` (recorded "
+            f"{str(prov.get('date', '?'))[:10]} at commit {str(prov.get('commit', '?'))[:7]}). Ranges are over seeds; "
+            "intervals are 95 % t over the paired seeds.\n")
 
 
 def _note(doc: dict) -> str:

@@ -185,3 +185,41 @@ def test_the_role_shape_table_pairs_shared_with_isolated_by_seed(tmp_path, monke
     assert "| voting shared | aggregator | 15.0 (15.0–15.0) → 12.3 (9.0–17.0) | 0.30 (0.25–0.35) → " \
            "0.30 (0.25–0.35) | +9.0 [-54.5, +72.5] (2 seeds) |" in out
     assert "| voting isolated | aggregator | 15.0 (15.0–15.0) → 4.0 (3.0–5.0) | its own policy | – |" in out
+
+
+def test_the_interventions_table_shows_each_arm_and_its_paired_effect(tmp_path, monkeypatch):
+    """Each arm's runs over seeds beside the grid's own runs of the cell, then arm − none with its
+    interval (one seed: none); a cell without interventions yet says so."""
+    from benchmarks import tables_grid
+
+    monkeypatch.setattr(tables_grid, "INTERVENTIONS", tmp_path / "real_interventions.json")
+    assert "No interventions recorded yet" in tables_grid.real_interventions()
+    stats = lambda peak, final, fall, gap: {"peak": peak, "final": final, "fall": fall, "base": 0.3, "role_gap": gap}  # noqa: E731
+    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-30"}, "cell": "voting-isolated",
+           "grid": {"axes": {"seed": [0, 1, 2]}},
+           "none": {"seed0": stats(0.7, 0.7, 0.0, -0.02), "seed1": stats(0.6, 0.5, 0.12, 0.0), "seed2": stats(0.5, 0.5, 0.0, None)},
+           "runs": {"kl_anchor": {"seed0": stats(0.72, 0.7, 0.05, 0.01), "seed1": stats(0.6, 0.6, 0.0, 0.0)},
+                    "coherence": {"seed0": stats(0.6, 0.6, 0.0, -0.03)}},
+           "effects": {"kl_anchor": {"seeds": ["seed0", "seed1"], "peak": {"mean": 0.01, "ci95": [-0.12, 0.14], "n": 2},
+                                     "final": {"mean": 0.05, "ci95": [-0.6, 0.7], "n": 2},
+                                     "fall": {"mean": -0.035, "ci95": [-0.5, 0.4], "n": 2},
+                                     "role_gap": {"mean": 0.015, "ci95": [-0.2, 0.2], "n": 2}},
+                       "coherence": {"seeds": ["seed0"], "peak": {"mean": -0.1, "ci95": None, "n": 1},
+                                     "final": {"mean": -0.1, "ci95": None, "n": 1}, "fall": {"mean": 0.0, "ci95": None, "n": 1},
+                                     "role_gap": {"mean": -0.01, "ci95": None, "n": 1}}}}
+    (tmp_path / "real_interventions.json").write_text(json.dumps(doc))
+    table = tables_grid.real_interventions()
+    assert "| none (the grid's runs) | 3 of 3 | 0.60 (0.50–0.70) | 0.57 (0.50–0.70) | 0.04 (0.00–0.12) | -0.01 (-0.02–0.00) |" in table
+    assert "| kl_anchor | 2 of 3 |" in table and "| coherence | 1 of 3 | 0.60 |" in table
+    assert "| kl_anchor | 2 | +0.01 [-0.12, +0.14] |" in table
+    assert "| coherence | 1 | -0.10 (one seed, no interval) |" in table
+    assert "recorded 2026-11-30 at commit abc1234" in table
+
+
+def test_role_gap_is_the_role_minus_its_best_trivial_rule():
+    from benchmarks.tables_grid import role_gap
+
+    assert role_gap({"voting/selection_acc": 0.9, "voting/rule_first_acc": 0.92, "voting/rule_majority_acc": 0.95}) \
+        == pytest.approx(-0.05)
+    assert role_gap({"eval_opt/evaluator_accuracy": 0.7, "eval_opt/rule_always_correct_acc": 0.6}) == pytest.approx(0.1)
+    assert role_gap({"voting/selection_acc": 0.9}) is None and role_gap({}) is None  # no rule on the same episodes

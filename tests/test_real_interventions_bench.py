@@ -11,7 +11,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.real_interventions import ARMS, cell_grid, choose_cell, paired_effects  # noqa: E402
+from benchmarks.real_interventions import ARMS, cell_grid, choose_cell, paired_effects, seed_stats  # noqa: E402
 
 
 def test_the_cell_grid_keeps_the_real_grids_cell_and_adds_the_arms(tmp_path):
@@ -72,3 +72,18 @@ def test_the_rule_picks_the_cell_that_ended_below_its_peak_then_a_role_below_its
     assert cell == "eval_opt-shared" and why.startswith("rule 3")
     with pytest.raises(SystemExit, match="no finished method cell"):
         choose_cell({"runs": runs[:0]})
+
+
+def test_seed_stats_reads_each_finished_run_and_its_roles_gap():
+    voting = {"voting/selection_acc": 0.90, "voting/rule_first_acc": 0.90, "voting/rule_majority_acc": 0.96}
+    records = [{**_run("voting", "isolated", 0, 0.3, 0.7, 0.6, voting), "fall": 0.1},
+               {**_run("voting", "isolated", 1, 0.3, 0.5, 0.5), "fall": None},
+               {**_run("voting", "isolated", 2, 0.3, 0.5, 0.5), "status": "started"}]
+    stats = seed_stats(records)
+    assert set(stats) == {"seed0", "seed1"}  # a run still going is not read
+    assert stats["seed0"]["role_gap"] == pytest.approx(-0.06) and stats["seed0"]["fall"] == 0.1
+    assert stats["seed1"]["role_gap"] is None and stats["seed1"]["peak"] == 0.5
+    # and paired against the arm's, a missing statistic drops out rather than failing
+    eff = paired_effects({"kl_anchor": {"seed0": {**stats["seed0"], "role_gap": -0.01}, "seed1": stats["seed1"]}},
+                         stats)["kl_anchor"]
+    assert eff["role_gap"]["values"] == [pytest.approx(0.05)] and eff["peak"]["values"] == [0.0, 0.0]
