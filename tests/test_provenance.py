@@ -58,10 +58,11 @@ def test_append_result_keeps_earlier_entries_and_latest_picks_the_newest_per_mea
 
 
 # What may write JSON without write_result or append_result: the dated speed file (a new name
-# each run, stamped by provenance() itself), a grid's timing in its own run folder, a child's
-# scratch output.
+# each run, stamped by provenance() itself), a grid's timing or a finished seed's record (for
+# --resume) in its own run folder, a child's scratch output.
 _WRITE = re.compile(r"\.write_text\(\s*(json\.)?dumps|json\.dump\(")
-_ALLOWED = {"run.py": "args.out.write_text", "grid_cpu.py": "timing.write_text", "data_parallel.py": "Path(out).write_text"}
+_ALLOWED = {"run.py": "args.out.write_text", "grid_cpu.py": "timing.write_text", "data_parallel.py": "Path(out).write_text",
+            "deliberation.py": "kept.write_text"}
 
 
 def test_every_benchmark_that_writes_a_result_records_its_provenance():
