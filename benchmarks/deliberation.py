@@ -109,8 +109,9 @@ def run_seeds(seeds: list[int], root: Path, made_by: dict, resume: bool, run) ->
     for seed in seeds:
         out = root / f"seed{seed}"
         kept = out / SEED_RECORD
-        if resume and kept.is_file() and json.loads(kept.read_text()).get("made_by") == made_by:
-            runs.append(json.loads(kept.read_text())["run"])
+        earlier = json.loads(kept.read_text()) if resume and kept.is_file() else {}
+        if earlier.get("made_by") == made_by:
+            runs.append(earlier["run"])
             print(f"seed {seed}: kept from {kept}", flush=True)
             continue
         clear_own(out, "rolecall-run.json")

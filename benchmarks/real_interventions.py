@@ -76,9 +76,8 @@ def seed_stats(records: list[dict]) -> dict[str, dict]:
     seed axis's label ("seed0"): the arms' grid and the real grid share the axis."""
     from benchmarks.tables_grid import role_gap
 
-    return {str(r["labels"]["seed"]): {**{k: r.get(k) for k in ("peak", "final", "fall", "base")},
-                                       "role_gap": role_gap(r.get("rules_at_last_validation") or {})}
-            for r in records if r["status"] == "done"}
+    done = [{**r, "role_gap": role_gap(r.get("rules_at_last_validation") or {})} for r in records if r["status"] == "done"]
+    return {str(r["labels"]["seed"]): {k: r.get(k) for k in (*STATS, "base")} for r in done}
 
 
 def choose_cell(doc: dict) -> tuple[str, str]:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks.provenance import provenance_of
 from rolecall.grid.tables import CLIFF_MARGIN  # a run's margin where its record does not give it
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
@@ -220,15 +221,18 @@ def real_interventions() -> str:
     rows += ["", f"| arm − none, paired by seed | seeds paired | {head} |", "|---|---|" + "---|" * len(EFFECTS)]
     for arm, eff in doc["effects"].items():
         rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(_interval(eff.get(k)) for k, _ in EFFECTS) + " |")
-    prov = doc.get("provenance") or doc
-    return ("\n".join(rows) + f"\n\nFrom `benchmarks/results/real_interventions.json` (recorded "
-            f"{str(prov.get('date', '?'))[:10]} at commit {str(prov.get('commit', '?'))[:7]}). Ranges are over seeds; "
+    return ("\n".join(rows) + f"\n\nFrom {_recorded(doc, INTERVENTIONS)}. Ranges are over seeds; "
             "intervals are 95 % t over the paired seeds.\n")
 
 
 def _note(doc: dict) -> str:
     cells = doc.get("cells") or {}
     state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
-    prov = doc.get("provenance") or doc
-    return (f"From `benchmarks/results/real_grid.json` (recorded {str(prov.get('date', '?'))[:10]} at commit "
-            f"{str(prov.get('commit', '?'))[:7]}; runs: {state or 'none'}). Ranges are over seeds.")
+    return f"From {_recorded(doc, RESULT, '; runs: ' + (state or 'none'))}. Ranges are over seeds."
+
+
+def _recorded(doc: dict, path: Path, more: str = "") -> str:
+    """`benchmarks/results/<file>` (recorded <date> at commit <sha><more>)."""
+    prov = provenance_of(doc)
+    return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
+            f"{str(prov.get('commit', '?'))[:7]}{more})")
