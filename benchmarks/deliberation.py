@@ -109,7 +109,10 @@ def run_seeds(seeds: list[int], root: Path, made_by: dict, resume: bool, run) ->
     for seed in seeds:
         out = root / f"seed{seed}"
         kept = out / SEED_RECORD
-        earlier = json.loads(kept.read_text()) if resume and kept.is_file() else {}
+        try:  # a record cut short (the machine died while writing it) is no record: the seed reruns
+            earlier = json.loads(kept.read_text()) if resume and kept.is_file() else {}
+        except ValueError:
+            earlier = {}
         if earlier.get("made_by") == made_by:
             runs.append(earlier["run"])
             print(f"seed {seed}: kept from {kept}", flush=True)

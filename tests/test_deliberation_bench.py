@@ -76,3 +76,18 @@ def test_resume_keeps_each_finished_seed_and_reruns_the_rest(tmp_path):
     calls.clear()
     run_seeds([2], tmp_path, made_by, False, fake)
     assert calls == [2]  # without --resume every seed runs again
+
+
+def test_resume_reruns_a_seed_whose_record_was_cut_short(tmp_path):
+    calls = []
+
+    def fake(seed, out):
+        calls.append(seed)
+        return {"seed": seed, "wall_s": 1.0, **_run(trained=0.5)}
+
+    (tmp_path / "seed0").mkdir()
+    (tmp_path / "seed0" / "rolecall-run.json").write_text("{}")
+    (tmp_path / "seed0" / SEED_RECORD).write_text('{"made_by": {"config"')  # a write that never finished
+    run_seeds([0], tmp_path, {"config": "/x/real.yaml", "model": None}, True,
+              lambda seed, out: (out.mkdir(parents=True), fake(seed, out))[1])
+    assert calls == [0]
