@@ -106,18 +106,13 @@ def run_record(g, run) -> dict:
 
 
 # Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal
-# problems the grid's own control keeps the reference (the same schedule over the same problems).
-LONG_MATCHINGS = ("generated_tokens", "wall_seconds")
-
-
+# problems the grid's own control keeps the reference (matching.LONGER_CONTROL_MATCHINGS).
 def with_long_controls(g, long_dir: Path):
     """`g` with its controls replaced by the long controls' runs of `long_dir` (paired by seed)."""
-    import dataclasses
+    from rolecall.grid import matching, tables
 
-    from rolecall.grid import tables
-
-    longs = [dataclasses.replace(r, kind="control") for r in tables.load(long_dir).runs]
-    return tables.GridData(g.path, g.axes, [r for r in g.runs if r.kind != "control"] + longs), longs
+    g_long = matching.with_controls(g, tables.load(long_dir))
+    return g_long, g_long.done("control")
 
 
 def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
@@ -125,6 +120,7 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
     with `long_dir`, the comparisons at equal tokens and time read the long controls."""
     from rolecall.grid import matching, tables
 
+    long_keys = matching.LONGER_CONTROL_MATCHINGS
     g = tables.load(grid_dir)
     rows = matching.comparisons(g)
     longs, long_rows = [], {}
@@ -139,9 +135,9 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
                  "seeds": r["seeds"], "paired_with_control": r["paired"],
                  **{k: r[k].as_dict() for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
         if use_long:
-            entry["short_control"] = {k: entry[k] for k in LONG_MATCHINGS}
-            entry.update({k: long[k].as_dict() for k in LONG_MATCHINGS})
-            entry["long_control"] = {"paired": long["paired"], "matchings": list(LONG_MATCHINGS)}
+            entry["short_control"] = {k: entry[k] for k in long_keys}
+            entry.update({k: long[k].as_dict() for k in long_keys})
+            entry["long_control"] = {"paired": long["paired"], "matchings": list(long_keys)}
         comparisons.append(entry)
     return {"grid": str(grid_dir), "axes": g.axes,
             "runs": [run_record(g, r) for r in g.runs] + [{**run_record(g, r), "kind": "long_control"} for r in longs],

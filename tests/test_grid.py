@@ -420,6 +420,12 @@ def test_cli_bare_and_run_forms_and_report(tmp_path, fake_cli):
     res = CliRunner().invoke(app, ["grid", "report", str(tmp_path / "a"), "--out", str(tmp_path / "rep")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "rep" / "report.html").is_file() and (tmp_path / "rep" / "table1.csv").is_file()
+    res = CliRunner().invoke(app, ["grid", "report", str(tmp_path / "a"), "--out", str(tmp_path / "rep2"),
+                                   "--controls", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    assert f"against the controls of {tmp_path / 'a'}" in (tmp_path / "rep2" / "report.md").read_text()
+    res = CliRunner().invoke(app, ["grid", "report", str(tmp_path / "a"), "--controls", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "not a grid directory" in res.output
 
 
 def test_cli_failed_cell_exits_1_after_running_the_rest(tmp_path, fake_cli):

@@ -65,7 +65,7 @@ def test_one_seed_has_no_interval_and_the_report_says_so():
     head, body = render.matched_rows(g)
     assert body[0][head.index("vs control: equal problems")] == "+10.0 (1 seed, no interval)"
     three = render.matched_rows(grid())[1][0]
-    assert three[head.index("equal wall time")] == "-5.0 [-5.0, -5.0] (3 seeds)"
+    assert three[head.index("equal wall time")] == "-5.0 [-5.0, -5.0] (3 seeds), the cell read at 50 % of its run"
 
 
 def test_t_quantiles():
@@ -81,3 +81,48 @@ def test_curves_over_seeds_against_each_cost_and_their_charts():
     for label in ("problems trained on", "tokens generated (every role)", "training seconds"):
         assert f"validation accuracy by {label}" in page
     assert page.count('class="band"') == 6  # two cells x three costs, each shaded over its seeds
+
+
+def test_a_pair_names_how_far_into_the_cell_it_read():
+    (row,) = matching.comparisons(grid())
+    # the control's whole run: 16 problems, 400 tokens, 40 s; voting's: 16, 1600, 80
+    assert row["reach"]["problems"].values == (1.0, 1.0, 1.0)
+    assert row["reach"]["generated_tokens"].values == (0.25, 0.25, 0.25)
+    assert row["reach"]["wall_seconds"].values == (0.5, 0.5, 0.5)
+    head, (body,) = render.matched_rows(grid())
+    assert body[head.index("vs control: equal problems")] == "+11.0 [+8.5, +13.5] (3 seeds)"
+    assert body[head.index("equal generated tokens")].endswith(", the cell read at 25 % of its run")
+
+
+def long_controls(methods: tuple[str, ...] = ("single",)) -> GridData:
+    """A control grid of its own: 16 steps of 4 problems, 100 tokens, 10 s; 0.2 / 0.5 / 0.7 at
+    steps 0 / 8 / 16, trained as the grid's one method cell (no control of its own)."""
+    runs = []
+    for seed in range(3):
+        for method in methods:
+            r = run(f"{method}-seed{seed}", "run", seed, rows((4, 100, 10), {0: 0.2, 8: 0.5, 16: 0.7}, steps=16))
+            r.labels = {"seed": str(seed), "workflow": method}
+            runs.append(r)
+    return GridData(Path("long"), AXES, runs)
+
+
+def test_a_longer_control_grid_answers_equal_tokens_and_time_and_keeps_equal_problems():
+    (row,) = matching.comparisons(grid(), long_controls())
+    assert row["paired_with_longer"] == 3
+    assert row["problems"].values == pytest.approx((0.10, 0.11, 0.12))  # the grid's own control
+    # tokens: both 1600, voting's last 0.70 + s/100 against the long control's 0.7
+    assert row["generated_tokens"].values == pytest.approx((0.0, 0.01, 0.02))
+    # time: voting's 80 s against the long control at 80 s (its step 8: 0.5)
+    assert row["wall_seconds"].values == pytest.approx((0.20, 0.21, 0.22))
+    assert row["reach"]["generated_tokens"].values == (1.0, 1.0, 1.0)
+    head, (body,) = render.matched_rows(grid(), long_controls())
+    assert body[head.index("equal wall time")] == "+21.0 [+18.5, +23.5] (3 seeds)"
+    page = render.curve_figures(grid(), long_controls())
+    # the longer control by tokens and by time, the grid's own by problems: each chart names its control alike
+    long_label, own_label = page.count("SA-RL control · long ("), page.count("SA-RL control (")
+    assert long_label > 0 and long_label == 2 * own_label
+
+
+def test_a_control_grid_of_several_method_cells_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"long: holds no control and 2 method cells"):
+        matching.comparisons(grid(), long_controls(("single", "other")))

@@ -122,11 +122,15 @@ def grid_report(
     grid_dir: Path = typer.Argument(..., help="A grid directory written by `rolecall grid`."),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for the report files (default <grid dir>/report)."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title."),
+    controls: Optional[Path] = typer.Option(
+        None, "--controls", help="Another grid directory whose single-agent controls trained longer (its controls, "
+        "or its one method cell): equal generated tokens and equal wall time are read against them, since a control "
+        "trained on the cells' problems costs far less than a multi-agent cell."),
 ) -> None:
     """The paper's Table 1, Table 2 and Figs. 2, 3 and 5 over the grid: report.md, report.html and CSV files."""
     from rolecall.grid.render import write_report
 
     with as_user_errors():
-        paths = write_report(grid_dir, out, title)
+        paths = write_report(grid_dir, out, title, controls)
     for p in paths:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rolecall.grid.tables import GridData, RunData, Spread
 
 MATCHINGS = ("problems", "generated_tokens", "wall_seconds")
+# What a separate, longer control grid answers (`with_controls`): at equal problems the grid's own
+# control stays the reference (the same schedule over the same problems).
+LONGER_CONTROL_MATCHINGS = ("generated_tokens", "wall_seconds")
 # Training-side cost per step, from the step rows (diagnostics.rollout_metrics, train.session).
 COST_KEYS = {"problems": "rollout/problems", "generated_tokens": "tokens/generated", "wall_seconds": "time/step_s"}
 T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -101,15 +104,58 @@ def pair_difference(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[
     return None if x is None or y is None else x - y
 
 
-def comparisons(g: GridData) -> list[dict]:
+def reach(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[str, float], float]],
+          matching: str) -> float | None:
+    """How much of run `a`'s own total cost a pair with `b` reads under `matching` (1.0: all of it).
+    Below 1 the control's whole run cost less than the cell's, and the pair compares the cell's
+    early steps with the control's end."""
+    if not a or not b or a[-1][0][matching] <= 0:
+        return None
+    return min(a[-1][0][matching], b[-1][0][matching]) / a[-1][0][matching]
+
+
+def with_controls(g: GridData, controls: GridData) -> GridData:
+    """`g` with its single-agent controls replaced by those of another grid directory (a longer
+    control, say), paired with `g`'s cells by seed and setting labels as `g`'s own would be. That
+    grid's controls, or, in a grid of one method cell (a control trained as the grid's only
+    workflow, as configs/grids/real_long_control.yaml does), that cell's runs."""
+    runs = [r for r in controls.runs if r.kind == "control"]
+    if not runs:
+        cells = controls.groups("run")
+        if len(cells) != 1:
+            raise ValueError(f"{controls.path}: holds no control and {len(cells)} method cells; the controls to "
+                             "compare against must be that grid's controls or its one method cell")
+        runs = next(iter(cells.values()))
+    swapped = [replace(r, kind="control") for r in runs]
+    return GridData(g.path, g.axes, [r for r in g.runs if r.kind != "control"] + swapped)
+
+
+def comparisons(g: GridData, controls: GridData | None = None) -> list[dict]:
     """Per (setting, method) cell: the paired difference against the control at each matching,
-    and against its own step 0 (best and final), each over the cell's seeds."""
+    and against its own step 0 (best and final), each over the cell's seeds. `reach` holds, per
+    matching, the share of each cell run's own cost that its pair read. With `controls` (another
+    grid directory's, see `with_controls`), equal tokens and equal time read those instead, and
+    the row's `paired_with_longer` says with how many of them."""
+    rows = _comparisons(g)
+    if controls is None:
+        return rows
+    longer = {(r["setting"], r["method"]): r for r in _comparisons(with_controls(g, controls))}
+    for r in rows:
+        other = longer[(r["setting"], r["method"])]
+        r["paired_with_longer"] = other["paired"]
+        for m in LONGER_CONTROL_MATCHINGS:
+            r[m], r["reach"][m] = other[m], other["reach"][m]
+    return rows
+
+
+def _comparisons(g: GridData) -> list[dict]:
     rows = []
     for (setting, method), cell_runs in g.groups("run").items():
         done = [r for r in cell_runs if r.status == "done"]
         pairs = [(curve(r), curve(c)) for r in done for c in [g.control_for(r)] if c is not None]
         row = {"setting": setting, "method": method, "seeds": len(done), "paired": len(pairs),
-               "routing": done[0].routing if done else ""}
+               "routing": done[0].routing if done else "",
+               "reach": {m: Spread.of(reach(r, c, m) for r, c in pairs) for m in MATCHINGS}}
         for m in MATCHINGS:
             row[m] = Paired(tuple(d for r, c in pairs if (d := pair_difference(r, c, m)) is not None))
         for key in ("peak", "final"):
