@@ -126,3 +126,11 @@ def test_a_longer_control_grid_answers_equal_tokens_and_time_and_keeps_equal_pro
 def test_a_control_grid_of_several_method_cells_is_refused_by_name():
     with pytest.raises(ValueError, match=r"long: holds no control and 2 method cells"):
         matching.comparisons(grid(), long_controls(("single", "other")))
+
+
+def test_longer_controls_that_pair_with_no_cell_are_refused_by_name():
+    other_seeds = long_controls()
+    for r in other_seeds.runs:
+        r.labels["seed"] = str(int(r.labels["seed"]) + 10)
+    with pytest.raises(ValueError, match=r"long: no finished run there shares a seed and setting"):
+        matching.comparisons(grid(), other_seeds)

@@ -140,6 +140,9 @@ def comparisons(g: GridData, controls: GridData | None = None) -> list[dict]:
     if controls is None:
         return rows
     longer = {(r["setting"], r["method"]): r for r in _comparisons(with_controls(g, controls))}
+    if any(r["seeds"] for r in rows) and not any(o["paired"] for o in longer.values()):
+        raise ValueError(f"{controls.path}: no finished run there shares a seed and setting with a finished cell "
+                         f"of {g.path}; the longer controls must be trained on the grid's seeds")
     for r in rows:
         other = longer[(r["setting"], r["method"])]
         r["paired_with_longer"] = other["paired"]
