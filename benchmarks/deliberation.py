@@ -11,7 +11,7 @@ the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-r
     python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml
         # -> results/deliberation_smollm2-deliberation.json, docs/img/deliberation_smollm2-deliberation_actions.svg
     python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml --out runs/mpdf --resume
-        # after a stop: seeds finished under --out are kept, the rest run (a seed stopped midway reruns)
+        # after a stop: seeds finished under --out are kept, one stopped midway continues, the rest run
 
 Beside the means, each arm is paired with the trained policy by seed: trained minus the arm,
 its mean and 95 % t interval over the seeds.
@@ -83,10 +83,16 @@ def write_curves(runs: list[dict], path: Path) -> None:
     path.write_text("\n".join(out) + "\n")
 
 
-def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "deliberation.yaml") -> dict:
-    cmd = [sys.executable, "-m", "rolecall", "train", str(config),
-           f"metapolicy.seed={seed}", f"train.seed={seed}", "--out", str(out)]
-    cmd += [f"model.path={model}"] if model else []
+def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "deliberation.yaml",
+             resume: bool = False) -> dict:
+    """One seed's run into `out`; `resume` continues the run stopped there (its finished stages
+    are kept: states, bootstrap, corpus, SoftRankPO's last checkpoint)."""
+    if resume:
+        cmd = [sys.executable, "-m", "rolecall", "train", "--resume", str(out)]
+    else:
+        cmd = [sys.executable, "-m", "rolecall", "train", str(config),
+               f"metapolicy.seed={seed}", f"train.seed={seed}", "--out", str(out)]
+        cmd += [f"model.path={model}"] if model else []
     t0 = time.time()
     run_child(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=HERE.parent)
     report = json.loads((out / "deliberation.json").read_text())
@@ -96,30 +102,49 @@ def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "
               **{f"round{t}_{a}": r.get(f"{prefix}round{t}_{a}") for t in range(3) for a in ACTIONS}}
              for r in rows if r.get("stage") == "softrank_eval"]
     weights = json.loads((out / "fingerprint.json").read_text())["model"].get("weights")
-    return {"seed": seed, "wall_s": round(time.time() - t0, 1), "base_weights": weights,
+    return {"seed": seed, "wall_s": round(time.time() - t0, 1), "resumed": resume, "base_weights": weights,
             "states": report["states"], "corpus": report["corpus"],
             "validation": report["validation"], "action_curve": curve}
 
 
+def _keep(kept: Path, doc: dict) -> None:
+    """A record for --resume in the run folder (no result: results go through write_result)."""
+    kept.write_text(json.dumps(doc))
+
+
+def _read_json(path: Path) -> dict:
+    """A small record this benchmark wrote; one cut short (the machine died while writing it) is
+    no record."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        return {}
+
+
 def run_seeds(seeds: list[int], root: Path, made_by: dict, resume: bool, run) -> list[dict]:
-    """Each seed's record, from `run(seed, out)` into `root/seed<n>`; with `resume`, a seed this
-    benchmark finished earlier with the same `made_by` (config and model) is read back instead,
-    so a comparison over seeds can span sittings. Each finished seed is kept as soon as it ends."""
+    """Each seed's record, from `run(seed, out, resumed)` into `root/seed<n>`; with `resume`, a
+    seed this benchmark finished earlier with the same `made_by` (config and model) is read back
+    instead, and one it started with the same `made_by` and did not finish is continued from its
+    checkpoints, so a comparison over seeds can span sittings. Each finished seed is kept as soon
+    as it ends."""
     runs = []
     for seed in seeds:
         out = root / f"seed{seed}"
-        kept = out / SEED_RECORD
-        try:  # a record cut short (the machine died while writing it) is no record: the seed reruns
-            earlier = json.loads(kept.read_text()) if resume and kept.is_file() else {}
-        except ValueError:
-            earlier = {}
+        kept, started = out / SEED_RECORD, root / f"seed{seed}.started.json"
+        earlier = _read_json(kept) if resume else {}
         if earlier.get("made_by") == made_by:
             runs.append(earlier["run"])
             print(f"seed {seed}: kept from {kept}", flush=True)
             continue
-        clear_own(out, "rolecall-run.json")
-        runs.append(run(seed, out))
-        kept.write_text(json.dumps({"made_by": made_by, "run": runs[-1]}))
+        midway = resume and (out / "rolecall-run.json").is_file() and _read_json(started).get("made_by") == made_by
+        if midway:
+            print(f"seed {seed}: continuing the run stopped in {out}", flush=True)
+        else:
+            clear_own(out, "rolecall-run.json")
+            root.mkdir(parents=True, exist_ok=True)
+            _keep(started, {"made_by": made_by})
+        runs.append(run(seed, out, midway))
+        _keep(kept, {"made_by": made_by, "run": runs[-1]})
         acc = {k: v["accuracy"] for k, v in runs[-1]["validation"].items()}
         print(f"seed {seed}: {json.dumps(acc)} in {runs[-1]['wall_s']}s", flush=True)
     return runs
@@ -159,11 +184,12 @@ def main() -> int:
                          "docs/img/deliberation_<config>_actions.svg")
     ap.add_argument("--out", type=Path, default=Path("/tmp/rolecall-bench-deliberation"))
     ap.add_argument("--resume", action="store_true",
-                    help="keep each seed this benchmark finished earlier under --out (same --config and --model); run the rest")
+                    help="keep each seed this benchmark finished earlier under --out (same --config and --model), "
+                         "continue one it stopped midway, run the rest")
     args = ap.parse_args()
     args.result, args.plot = outputs(args.config, args.result, args.plot)
     runs = run_seeds(args.seeds, args.out, {"config": str(args.config.resolve()), "model": args.model}, args.resume,
-                     lambda seed, out: run_seed(seed, out, args.model, args.config))
+                     lambda seed, out, resumed: run_seed(seed, out, args.model, args.config, resumed))
     arms = list(runs[0]["validation"])
     mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
     passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))

@@ -54,8 +54,9 @@ def test_another_config_never_overwrites_the_example_record(tmp_path):
 def test_resume_keeps_each_finished_seed_and_reruns_the_rest(tmp_path):
     calls = []
 
-    def fake(seed, out):
+    def fake(seed, out, resumed):
         calls.append(seed)
+        assert not resumed
         out.mkdir(parents=True)
         (out / "rolecall-run.json").write_text("{}")
         return {"seed": seed, "wall_s": 1.0, **_run(trained=0.5 + seed / 10)}
@@ -70,7 +71,8 @@ def test_resume_keeps_each_finished_seed_and_reruns_the_rest(tmp_path):
     run_seeds([0], tmp_path, {**made_by, "config": "/x/other.yaml"}, True, fake)
     assert calls == [0]  # another config's record is not this one's: rerun
     calls.clear()
-    (tmp_path / "seed1" / SEED_RECORD).unlink()  # a seed stopped midway leaves no record
+    (tmp_path / "seed1" / SEED_RECORD).unlink()  # a seed stopped midway leaves no record...
+    (tmp_path / "seed1.started.json").unlink()  # ...and one never started by this benchmark: a fresh run
     run_seeds([1], tmp_path, made_by, True, fake)
     assert calls == [1]
     calls.clear()
@@ -89,5 +91,37 @@ def test_resume_reruns_a_seed_whose_record_was_cut_short(tmp_path):
     (tmp_path / "seed0" / "rolecall-run.json").write_text("{}")
     (tmp_path / "seed0" / SEED_RECORD).write_text('{"made_by": {"config"')  # a write that never finished
     run_seeds([0], tmp_path, {"config": "/x/real.yaml", "model": None}, True,
-              lambda seed, out: (out.mkdir(parents=True), fake(seed, out))[1])
+              lambda seed, out, resumed: (out.mkdir(parents=True), fake(seed, out))[1])
     assert calls == [0]
+
+
+def test_resume_continues_a_seed_this_benchmark_stopped_midway_and_no_other(tmp_path):
+    made_by = {"config": "/x/real.yaml", "model": None}
+    calls = []
+
+    def stopped(seed, out, resumed):  # the machine goes down mid-run: the run folder stays, no record
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "rolecall-run.json").write_text("{}")
+        (out / "corpus.json").write_text("[]")  # a finished stage, worth keeping
+        raise KeyboardInterrupt
+
+    def finish(seed, out, resumed):
+        calls.append((seed, resumed, (out / "corpus.json").is_file()))
+        return {"seed": seed, "wall_s": 1.0, **_run(trained=0.5)}
+
+    with pytest.raises(KeyboardInterrupt):
+        run_seeds([0], tmp_path, made_by, True, stopped)
+    run_seeds([0], tmp_path, made_by, True, finish)
+    assert calls == [(0, True, True)]  # continued in place, its stages kept
+    assert (tmp_path / "seed0" / SEED_RECORD).is_file()
+    calls.clear()
+    (tmp_path / "seed0" / SEED_RECORD).unlink()
+    run_seeds([0], tmp_path, {**made_by, "model": "/other"}, True,
+              lambda seed, out, resumed: (out.mkdir(parents=True), finish(seed, out, resumed))[1])
+    assert calls == [(0, False, False)]  # started for another model: cleared and run afresh
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        run_seeds([1], tmp_path, made_by, True, stopped)
+    run_seeds([1], tmp_path, made_by, False,
+              lambda seed, out, resumed: (out.mkdir(parents=True), finish(seed, out, resumed))[1])
+    assert calls == [(1, False, False)]  # without --resume a stopped seed runs again from nothing
