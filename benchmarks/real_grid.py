@@ -107,14 +107,6 @@ def run_record(g, run) -> dict:
 
 # Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal
 # problems the grid's own control keeps the reference (matching.LONGER_CONTROL_MATCHINGS).
-def with_long_controls(g, long_dir: Path):
-    """`g` with its controls replaced by the long controls' runs of `long_dir` (paired by seed)."""
-    from rolecall.grid import matching, tables
-
-    g_long = matching.with_controls(g, tables.load(long_dir))
-    return g_long, g_long.done("control")
-
-
 def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
     """Every cell of the grid directory and the matched comparisons, as real_grid.json holds them;
     with `long_dir`, the comparisons at equal tokens and time read the long controls."""
@@ -123,21 +115,20 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
     long_keys = matching.LONGER_CONTROL_MATCHINGS
     g = tables.load(grid_dir)
     rows = matching.comparisons(g)
-    longs, long_rows = [], {}
+    longs, long_rows = [], [None] * len(rows)
     if long_dir is not None:
-        g_long, longs = with_long_controls(g, long_dir)
-        long_rows = {tuple(r["method"]): r for r in matching.comparisons(g_long)}
+        long_grid = tables.load(long_dir)
+        longs = matching.with_controls(g, long_grid).done("control")
+        long_rows = matching.comparisons(g, long_grid)  # same cells, same order; tokens and time read the long controls
     comparisons = []
-    for r in rows:
-        long = long_rows.get(tuple(r["method"]))
-        use_long = long is not None and long["paired"] > 0
+    for r, long in zip(rows, long_rows):
         entry = {"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
                  "seeds": r["seeds"], "paired_with_control": r["paired"],
                  **{k: r[k].as_dict() for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
-        if use_long:
+        if long is not None and long["paired_with_longer"] > 0:
             entry["short_control"] = {k: entry[k] for k in long_keys}
             entry.update({k: long[k].as_dict() for k in long_keys})
-            entry["long_control"] = {"paired": long["paired"], "matchings": list(long_keys)}
+            entry["long_control"] = {"paired": long["paired_with_longer"], "matchings": list(long_keys)}
         comparisons.append(entry)
     return {"grid": str(grid_dir), "axes": g.axes,
             "runs": [run_record(g, r) for r in g.runs] + [{**run_record(g, r), "kind": "long_control"} for r in longs],

@@ -99,7 +99,7 @@ def pair_difference(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[
     """run - control (their `curve`s) at the smaller of their total costs under `matching`."""
     if not a or not b:
         return None
-    budget = min(a[-1][0][matching], b[-1][0][matching])
+    budget = _budget(a, b, matching)
     x, y = accuracy_within(a, matching, budget), accuracy_within(b, matching, budget)
     return None if x is None or y is None else x - y
 
@@ -111,7 +111,12 @@ def reach(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[str, float
     early steps with the control's end."""
     if not a or not b or a[-1][0][matching] <= 0:
         return None
-    return min(a[-1][0][matching], b[-1][0][matching]) / a[-1][0][matching]
+    return _budget(a, b, matching) / a[-1][0][matching]
+
+
+def _budget(a: list[tuple[dict[str, float], float]], b: list[tuple[dict[str, float], float]], matching: str) -> float:
+    """The cost a pair is read at: the smaller of the two runs' totals."""
+    return min(a[-1][0][matching], b[-1][0][matching])
 
 
 def with_controls(g: GridData, controls: GridData) -> GridData:
