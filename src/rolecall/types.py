@@ -44,6 +44,17 @@ class Turn:
         return self.finish_reason == "length"
 
 
+@dataclass(frozen=True)
+class Demonstration:
+    """One turn played right: what `role` is shown (`messages`) and what it should reply
+    (`target`). A workflow that can write them (`Workflow.demonstrations`) lets a policy be
+    warm-started on them before RL (`rolecall warm-start`)."""
+
+    role: str
+    messages: list[Message]
+    target: str
+
+
 class Reply(str):
     """What `Team.call` returns: the completion text, knowing which turn produced it
     (`turn` = that `Turn.index`), so a workflow can grade or reward that turn."""

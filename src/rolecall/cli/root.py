@@ -8,6 +8,7 @@ from rolecall.cli.runs import eval_cmd, export, generate, inspect, report
 from rolecall.cli.tools import configs, env, get_model_cmd, make_base_cmd
 from rolecall.cli.train import train
 from rolecall.cli.verify import verify_app
+from rolecall.cli.warm_start import warm_start_cmd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Train multi-agent LLM workflows with reinforcement learning, role by role.")
@@ -35,6 +36,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
 
 
 app.command()(train)
+app.command("warm-start")(warm_start_cmd)
 app.command("eval")(eval_cmd)
 app.command("make-base")(make_base_cmd)
 app.command("get-model")(get_model_cmd)

@@ -1,11 +1,11 @@
 """Policies that start from an adapter trained elsewhere (`policies: {name: {init_from: PATH}}`).
 
 PATH is a PEFT adapter directory (`adapter_config.json` + `adapter_model.safetensors`: an
-export, a checkpoint's `checkpoints/step_N/<policy>/`, any PEFT adapter), or an earlier
-rolecall run directory, whose newest complete checkpoint gives the adapter: the only one it
+export, a checkpoint's `checkpoints/step_N/<policy>/`, a warm start's `DIR/<policy>/`, any
+PEFT adapter), or an earlier rolecall run directory, whose newest complete checkpoint gives the adapter: the only one it
 holds, else the one named like the policy. The adapter must have the run's LoRA shape
 (`lora.r`, `lora.alpha`, `lora.target_modules`) and fit the run's base model; when it comes
-from a rolecall run, that run's base weights must be this run's (compared by fingerprint).
+from a rolecall run or warm start, its base weights must be this run's (compared by fingerprint).
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pathlib import Path
 
 from rolecall.errors import UserError
 from rolecall.rundir.checkpoint import latest_checkpoint
+
+WARM_START_RECORD = "warm_start.json"  # what `rolecall warm-start` writes beside its adapter folders
 
 
 class InitFromError(UserError, ValueError):
@@ -50,6 +52,19 @@ def _source_run(adapter: Path) -> Path | None:
     return None
 
 
+def _source_model(adapter: Path) -> dict | None:
+    """The base model fingerprint of the run or warm start (`rolecall warm-start`: DIR/<policy>/
+    beside DIR/warm_start.json) the adapter comes from; None when it names none."""
+    source = _source_run(adapter)
+    try:
+        if source is not None:
+            return json.loads((source / "fingerprint.json").read_text())["model"]
+        record = adapter.resolve().parent / WARM_START_RECORD
+        return json.loads(record.read_text())["model"] if record.is_file() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def check_adapter(policy: str, adapter: Path, lora, model_fingerprint: dict | None) -> None:
     """The adapter has the run's LoRA shape and, if it comes from a rolecall run, the same base weights."""
     try:
@@ -61,16 +76,12 @@ def check_adapter(policy: str, adapter: Path, lora, model_fingerprint: dict | No
     if have != want:
         raise InitFromError(f"policies.{policy}.init_from: the adapter in {str(adapter)!r} has LoRA {have}, this run "
                             f"uses {want} (set lora.r and lora.alpha to match)")
-    source = _source_run(adapter)
-    if source is not None and model_fingerprint is not None:
-        try:
-            theirs = json.loads((source / "fingerprint.json").read_text())["model"]
-        except (OSError, ValueError, KeyError):
-            theirs = None
-        if theirs is not None and theirs.get("weights") != model_fingerprint.get("weights"):
-            raise InitFromError(f"policies.{policy}.init_from: the adapter was trained on another base model "
-                                f"(run {str(source)!r}: weights {theirs.get('weights')}, this run: "
-                                f"{model_fingerprint.get('weights')})")
+    theirs = _source_model(adapter) if model_fingerprint is not None else None
+    if theirs is not None and theirs.get("weights") != model_fingerprint.get("weights"):
+        where = _source_run(adapter) or adapter.resolve().parent
+        raise InitFromError(f"policies.{policy}.init_from: the adapter was trained on another base model "
+                            f"({str(where)!r}: weights {theirs.get('weights')}, this run: "
+                            f"{model_fingerprint.get('weights')})")
 
 
 def load_init(model, policy: str, adapter: Path) -> None:

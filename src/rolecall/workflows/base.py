@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping, Protocol
 
 from rolecall.errors import UserError
 from rolecall.parsing import ANSWER_FROM, ROLE_FORMATS
-from rolecall.types import Episode, Message, Problem, Reply
+from rolecall.types import Demonstration, Episode, Message, Problem, Reply
 
 
 class WorkflowError(UserError, RuntimeError):
@@ -124,6 +124,12 @@ class Workflow:
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """Workflow-specific metrics of one step's scored episodes (`<workflow>/<name>` keys)."""
         return {}
+
+    async def demonstrations(self, problem: Problem) -> list[Demonstration]:
+        """Turns of `problem` played right, for a supervised warm start (`rolecall warm-start`):
+        a workflow that can write them from the problem's gold data overrides this. None by
+        default: most workflows' right plays (a verdict, a pick, a plan) are not in the data."""
+        return []
 
 
 def check_templates(workflow: str, prompts: Mapping[str, str], templates: Mapping[str, tuple[str, ...]]) -> None:

@@ -70,7 +70,7 @@ from rolecall.parsing import final_answer, last_boxed, strip_think
 from rolecall.retrieval import BM25Retriever, Passage
 from rolecall.retrieval.corpus import passage_from_row
 from rolecall.rewards.qa import gold_answers, normalize_answer
-from rolecall.types import Episode, Problem
+from rolecall.types import Demonstration, Episode, Problem
 from rolecall.workflows.base import Team, Workflow, positive_int_option, role_format_option, user
 
 SEARCH_PROMPTS = yaml.safe_load(resources.files("rolecall.workflows").joinpath("prompts/search.yaml").read_text("utf-8"))
@@ -145,6 +145,21 @@ class SearchAnswer(Workflow):
                 team.grade(aug, "augmented")
                 team.info.update(augmented_turn=aug.turn, augmented_abstained=self.abstained(aug))
         return answer
+
+    async def demonstrations(self, problem: Problem) -> list[Demonstration]:
+        """The generator reading evidence that suffices (the hard-positive setting: the support
+        passages among as many distractors as a full search finds) and naming the gold answer.
+        Only answers: abstaining, and what to search for, stay for RL to teach (the seed's
+        question is whether the abstention signal does), so a warm start on these teaches a
+        generator to read, nothing more."""
+        golds = gold_answers(problem.meta, problem.answer)
+        shown = await self.hard_positive(problem, golds, self.retriever(problem), [], [])
+        if not shown or not golds:
+            return []
+        target = golds[0] if self.role_format == "plain" else f"\\boxed{{{golds[0]}}}"
+        prompt = self.render("generator", question=problem.prompt, evidence=self.show(shown, ""),
+                             abstain=self.abstain_word)
+        return [Demonstration("generator", [user(prompt)], target)]
 
     def retriever(self, problem: Problem) -> BM25Retriever:
         path = self.corpus or problem.meta.get("corpus")
