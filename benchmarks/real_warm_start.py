@@ -1,22 +1,25 @@
-"""The supervised warm start of search_answer's generator on SmolLM2-135M-Instruct.
+"""The supervised warm start of search_answer's roles on SmolLM2-135M-Instruct.
 
     rolecall get-model smollm2-135m        # once
-    python benchmarks/real_warm_start.py --out runs/search_warm
+    python benchmarks/real_warm_start.py   # about 20 minutes on 2 cores
 
 On this model search_answer's generator cannot answer from evidence before training (exact
 match 0.00-0.03, `benchmarks/results/real_search_start.json`), so RL has no signal to climb.
-This fits the generator's adapter to the workflow's demonstrations (the generator naming the
-gold answer from evidence that holds it, the hard-positive setting) on the built-in multi-hop
-task's tuning world (task seed 7: other invented names and questions than the world a run
-trains and validates on), exactly as
+This fits the adapters to the workflow's demonstrations (the searcher querying each support
+passage's title in turn; the generator naming the gold answer from evidence that holds it) on
+the built-in multi-hop task's tuning world (task seed 7: other invented names and questions
+than the world a run trains and validates on), one pass over them, exactly as
 
     rolecall warm-start configs/real/smollm2-search_answer.yaml task.seed=7 --out runs/search_warm
+    rolecall warm-start configs/real/smollm2-search_answer.yaml task.seed=7 routing=shared \
+        "policies={shared: {}}" --out runs/search_warm_shared
 
-does, and reads the held-out tenth of the demonstrations before and after (the generator's
-sampled reply, T = 0.7, against the gold answer). The runs of
-`configs/grids/real_search_answer.yaml` start from `runs/search_warm/generator`.
+do: once with a policy per role (where the full system and its ablation start) and once with
+one policy for both roles (where the grid's one-policy control starts: the same
+demonstrations, the same passes over each). Each reads its held-out tenth of the questions
+before and after (the sampled reply, T = 0.7, against the demonstration's).
 
-Writes the adapter folder (--out) and benchmarks/results/real_warm_start.json with provenance.
+Writes the two folders and benchmarks/results/real_warm_start.json with provenance.
 """
 from __future__ import annotations
 
@@ -35,10 +38,14 @@ CONFIG = "configs/real/smollm2-search_answer.yaml"
 OVERRIDES = ["task.seed=7"]  # the tuning world
 
 
+SETUPS = {"per_role": [], "shared": ["routing=shared", "policies={shared: {}}"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("runs/search_warm"), help="the warm start's folder")
-    ap.add_argument("--steps", type=int, default=80, help="about one pass over the tuning world's demonstrations")
+    ap.add_argument("--out", type=Path, default=Path("runs/search_warm"),
+                    help="the per-role warm start's folder; the shared one's is this name + _shared")
+    ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--result", type=Path, default=RESULT)
@@ -47,25 +54,28 @@ def main(argv: list[str] | None = None) -> int:
     from rolecall.config import load_config
     from rolecall.policies.model import resolve_model_dir
     from rolecall.train.stack import build_stack
-    from rolecall.train.warm_start import warm_start, write
+    from rolecall.train.warm_start import from_base, warm_start, write
 
-    load0 = os.getloadavg()
-    stack = build_stack(load_config(CONFIG, OVERRIDES))
-    try:
-        def say(policy: str, step: int, total: int, nll: float) -> None:
-            if step % 10 == 0 or step == total:
-                print(f"{policy} step {step}/{total} nll {nll:.3f} ({time.strftime('%H:%M:%S')})", flush=True)
+    doc: dict = {"loadavg_before": os.getloadavg()}
+    for name, extra in SETUPS.items():
+        out = args.out if name == "per_role" else args.out.with_name(args.out.name + "_shared")
+        stack = build_stack(from_base(load_config(CONFIG, OVERRIDES + extra)))
+        try:
+            def say(policy: str, step: int, total: int, nll: float) -> None:
+                if step % 10 == 0 or step == total:
+                    print(f"{name} {policy} step {step}/{total} nll {nll:.3f} ({time.strftime('%H:%M:%S')})",
+                          flush=True)
 
-        record = warm_start(stack, steps=args.steps, batch=args.batch, lr=args.lr, seed=0, progress=say)
-        record = write(stack, record, args.out, {"config": CONFIG, "overrides": OVERRIDES})
-    finally:
-        stack.close()
-    for policy, r in record["policies"].items():
-        print(f"{policy}: held out {r['held_out_before']} -> {r['held_out_after']}", flush=True)
-    doc = dict(record)
-    doc.update(adapter_folder=str(args.out), loadavg_before=load0, loadavg_after=os.getloadavg())
+            record = warm_start(stack, epochs=args.epochs, batch=args.batch, lr=args.lr, seed=0, progress=say)
+            record = write(stack, record, out, {"config": CONFIG, "overrides": OVERRIDES + extra})
+        finally:
+            stack.close()
+        for policy, r in record["policies"].items():
+            print(f"{name} {policy}: held out {r['held_out_before']} -> {r['held_out_after']}", flush=True)
+        doc[name] = {**record, "folder": str(out)}
+    doc["loadavg_after"] = os.getloadavg()
     write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))
-    print(f"wrote {args.result} and {args.out}")
+    print(f"wrote {args.result}")
     return 0
 
 

@@ -15,7 +15,7 @@ from rolecall.config import load_config
 from rolecall.rewards.qa import normalize_answer
 from rolecall.rundir.init_from import InitFromError
 from rolecall.train.stack import build_stack
-from rolecall.train.warm_start import collect, encode, fit
+from rolecall.train.warm_start import collect, encode, fit, from_base, steps_for
 from rolecall.types import Problem
 from rolecall.workflows.search_answer import SearchAnswer
 
@@ -31,16 +31,44 @@ def stack():
     s.close()
 
 
-def test_search_answer_demonstrates_the_generator_answering_from_evidence_that_suffices(stack):
+def test_search_answer_demonstrates_both_roles_from_the_support_passages(stack):
     demos = collect(stack, stack.train_P[:20], held_out=0.25, seed=0)
-    assert set(demos.train) == {"generator"} and len(demos.held_out["generator"]) == 5
-    assert len(demos.train["generator"]) == 15 and not demos.untrained_roles
+    assert set(demos.train) == {"searcher", "generator"} and not demos.untrained_roles
+    held = {d.messages[-1]["content"] for ds in demos.held_out.values() for d in ds}
+    assert len(demos.held_out["generator"]) == 5 and len(demos.train["generator"]) == 15
     by_prompt = {p.prompt: p for p in stack.train_P[:20]}
+
+    def problem_of(d):
+        return next(p for q, p in by_prompt.items() if q in d.messages[-1]["content"])
+
     for d in demos.train["generator"]:
-        prompt = d.messages[-1]["content"]
-        problem = next(p for q, p in by_prompt.items() if q in prompt)
-        assert d.role == "generator" and d.target == problem.answer  # plain: the bare answer
-        assert f" {normalize_answer(problem.answer)} " in f" {normalize_answer(prompt)} "  # the evidence holds it
+        problem = problem_of(d)
+        assert d.target == problem.answer  # plain: the bare answer
+        assert f" {normalize_answer(problem.answer)} " in f" {normalize_answer(d.messages[-1]['content'])} "
+    # hops: 1, so one query each: the first support passage's title (its entity, named in the question)
+    assert len(demos.train["searcher"]) == 15
+    for d in demos.train["searcher"]:
+        problem = problem_of(d)
+        assert d.target == problem.meta["support"][0].split(":", 1)[1] and d.target in problem.prompt
+        assert "(nothing yet)" in d.messages[-1]["content"]
+    # a held-out question is held out whole: none of its turns is trained on
+    trained = {problem_of(d).uid for ds in demos.train.values() for d in ds}
+    assert not trained & {next(p for q, p in by_prompt.items() if q in h).uid for h in held}
+
+
+def test_the_searcher_is_shown_what_its_earlier_queries_found_and_stops_when_hops_remain():
+    problem = Problem("q", "In which land was Bakor born?", "Kalis", {"context": [
+        {"id": "a", "title": "Bakor", "text": "Bakor was born in Dumel."},
+        {"id": "b", "title": "Dumel", "text": "Dumel is a town in Kalis."},
+        {"id": "c", "title": "Zoth", "text": "Zoth is a land."}], "support": ["a", "b"]})
+    demos = asyncio.run(SearchAnswer(hops=3, top_k=1, role_format="plain").demonstrations(problem))
+    searcher = [d for d in demos if d.role == "searcher"]
+    assert [d.target for d in searcher] == ["Bakor", "Dumel", "done"]
+    assert "(nothing yet)" in searcher[0].messages[0]["content"]
+    assert "Bakor was born in Dumel" in searcher[1].messages[0]["content"]
+    assert "Dumel is a town in Kalis" in searcher[2].messages[0]["content"]
+    two = asyncio.run(SearchAnswer(hops=2, top_k=1).demonstrations(problem))
+    assert [d.target for d in two if d.role == "searcher"] == ["\\boxed{Bakor}", "\\boxed{Dumel}"]
 
 
 def test_boxed_targets_and_workflows_without_demonstrations():
@@ -48,7 +76,7 @@ def test_boxed_targets_and_workflows_without_demonstrations():
         {"id": "a", "title": "Ba", "text": "Ba was born in Do."}, {"id": "b", "title": "Do", "text": "Do is in Ka."}],
         "support": ["a", "b"]})
     boxed = asyncio.run(SearchAnswer(hops=1, top_k=2).demonstrations(problem))
-    assert [d.target for d in boxed] == ["\\boxed{Ka}"]
+    assert [(d.role, d.target) for d in boxed] == [("searcher", "\\boxed{Ba}"), ("generator", "\\boxed{Ka}")]
     from rolecall.workflows import build_workflow, load_prompts
 
     voting = build_workflow("voting", load_prompts("math"), {})
@@ -77,14 +105,19 @@ def test_a_row_is_the_rendered_prompt_then_the_target_and_the_end_of_turn(stack)
 
 def test_the_command_writes_an_adapter_a_run_starts_from(tmp_path):
     out = tmp_path / "ws"
-    r = CliRunner().invoke(app, ["warm-start", *SMALL, "--out", str(out), "--steps", "3", "--batch", "4",
-                                 "--lr", "0.01"])
+    # the config's own init_from (where its runs start: this warm start, not made yet) is ignored
+    starts_here = f"policies={{searcher: {{}}, generator: {{init_from: '{out / 'generator'}'}}}}"
+    r = CliRunner().invoke(app, ["warm-start", *SMALL, starts_here, "--out", str(out), "--epochs", "0.2",
+                                 "--batch", "4", "--lr", "0.01"])
     assert r.exit_code == 0, r.output
     record = json.loads((out / "warm_start.json").read_text())
-    assert set(record["policies"]) == {"generator"} and len(record["policies"]["generator"]["curve"]) == 3
+    assert set(record["policies"]) == {"searcher", "generator"}
+    gen = record["policies"]["generator"]
+    assert len(gen["curve"]) == gen["steps"] == steps_for(gen["train"], 0.2, 4)
     assert record["model"]["weights"] and record["overrides"][0] == "workflow.name=search_answer"
     assert "policies.generator.init_from=" in r.output
-    cfg = load_config(None, [*SMALL, f"policies={{searcher: {{}}, generator: {{init_from: '{out / 'generator'}'}}}}"])
+    cfg = load_config(None, [*SMALL, starts_here])
+    assert from_base(cfg).policy_init() == {} and cfg.policy_init() == {"generator": str(out / "generator")}
     s = build_stack(cfg)
     try:
         from safetensors.torch import load_file
@@ -105,8 +138,8 @@ def test_the_command_refuses_a_folder_of_other_files_and_a_workflow_without_demo
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    r = CliRunner().invoke(app, ["warm-start", *SMALL, "--out", str(mine), "--steps", "1"])
+    r = CliRunner().invoke(app, ["warm-start", *SMALL, "--out", str(mine), "--epochs", "1"])
     assert r.exit_code == 2 and "notes.txt" in r.output and (mine / "notes.txt").read_text() == "keep me"
-    r = CliRunner().invoke(app, ["warm-start", "--out", str(tmp_path / "v"), "--steps", "1", "task.n_val=4"])
+    r = CliRunner().invoke(app, ["warm-start", "--out", str(tmp_path / "v"), "task.n_val=4"])
     assert r.exit_code == 2 and "wrote no demonstrations" in r.output, r.output
     assert not (tmp_path / "v").exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
 from collections import Counter
@@ -54,26 +55,28 @@ class Demos:
 
 
 def collect(stack: Stack, problems: list[Problem], held_out: float, seed: int) -> Demos:
-    """Every problem's demonstrations, by the policy its role is routed to; `held_out` of each
-    policy's (at least one when it has two or more) kept aside, chosen by `seed`."""
+    """Every problem's demonstrations, by the policy its role is routed to. `held_out` of the
+    problems that have any (at least one when two or more do), chosen by `seed`, are kept aside
+    whole: no held-out question is trained on through another of its turns."""
     async def gather() -> list[list[Demonstration]]:
         return [await stack.workflow.demonstrations(p) for p in problems]
 
+    written = [demos for demos in asyncio.run(gather()) if demos]
+    order = list(range(len(written)))
+    random.Random(seed).shuffle(order)
+    k = max(1, round(held_out * len(written))) if held_out > 0 and len(written) > 1 else 0
+    aside = set(order[:k])
     trainable = {p for base in stack.bases.values() for p in base.trainable}
-    by_policy: dict[str, list[Demonstration]] = {}
     out = Demos()
-    for demos in asyncio.run(gather()):
-        for d in demos:
+    for i in order:
+        for d in written[i]:
             policy = stack.routing.routes.get(d.role)
-            if policy in trainable:
-                by_policy.setdefault(policy, []).append(d)
-            else:
+            if policy not in trainable:
                 out.untrained_roles[d.role] += 1
-    rng = random.Random(seed)
-    for policy, demos in by_policy.items():
-        rng.shuffle(demos)
-        k = max(1, round(held_out * len(demos))) if held_out > 0 and len(demos) > 1 else 0
-        out.held_out[policy], out.train[policy] = demos[:k], demos[k:]
+                continue
+            (out.held_out if i in aside else out.train).setdefault(policy, []).append(d)
+    for policy in out.train:
+        out.held_out.setdefault(policy, [])
     return out
 
 
@@ -86,6 +89,11 @@ def encode(stack: Stack, policy: str, demo: Demonstration) -> Row:
     stop = base.engine.stop_ids[:1]
     ids = list(prompt) + list(reply) + stop
     return Row(ids, len(prompt), [0.0] * (len(ids) - len(prompt)), 1.0, demo.role, demo.role, policy)
+
+
+def steps_for(n: int, epochs: float, batch: int) -> int:
+    """Optimizer steps that pass over `n` demonstrations `epochs` times, `batch` at a time (at least one)."""
+    return max(1, math.ceil(epochs * n / batch))
 
 
 def fit(stack: Stack, policy: str, demos: list[Demonstration], *, steps: int, batch: int, lr: float, seed: int,
@@ -128,7 +136,8 @@ def fit(stack: Stack, policy: str, demos: list[Demonstration], *, steps: int, ba
 def reproduced(stack: Stack, policy: str, demos: list[Demonstration], seed: int) -> dict:
     """How often `policy`'s sampled reply (the run's temperature, a seed per request) gives the
     target's final answer (both read as the last `\\boxed{}`, else the last line; normalised):
-    `exact`, and `contains` when the target's answer appears anywhere in the reply."""
+    `exact`, and `contains` when the target's answer appears anywhere in the reply; `by_role`
+    as well when the policy plays several roles."""
     if not demos:
         return {"demonstrations": 0}
     cfg = stack.cfg
@@ -140,18 +149,37 @@ def reproduced(stack: Stack, policy: str, demos: list[Demonstration], seed: int)
     def answer(text: str) -> str:
         return normalize_answer(final_answer(text, "boxed_or_last_line").text or "")
 
-    wanted = [answer(d.target) for d in demos]
-    return {"demonstrations": len(demos),
-            "exact": sum(answer(r) == w for r, w in zip(replies, wanted)) / len(demos),
-            "contains": sum(bool(w) and f" {w} " in f" {normalize_answer(r)} " for r, w in zip(replies, wanted))
-            / len(demos),
-            "examples": [{"target": d.target, "reply": r} for d, r in list(zip(demos, replies))[:3]]}
+    def rates(pairs: list[tuple[Demonstration, str]]) -> dict:
+        wanted = [answer(d.target) for d, _ in pairs]
+        return {"demonstrations": len(pairs),
+                "exact": sum(answer(r) == w for (_, r), w in zip(pairs, wanted)) / len(pairs),
+                "contains": sum(bool(w) and f" {w} " in f" {normalize_answer(r)} " for (_, r), w in zip(pairs, wanted))
+                / len(pairs),
+                "examples": [{"target": d.target, "reply": r} for d, r in pairs[:3]]}
+
+    pairs = list(zip(demos, replies))
+    roles = sorted({d.role for d in demos})
+    out = rates(pairs)
+    if len(roles) > 1:
+        out["by_role"] = {role: rates([(d, r) for d, r in pairs if d.role == role]) for role in roles}
+    return out
 
 
-def warm_start(stack: Stack, *, steps: int, batch: int, lr: float, held_out: float = 0.1, seed: int = 0,
+def from_base(cfg):
+    """`cfg` with no policy's `init_from`: a warm start fits adapters from the base model, and a
+    config's `init_from` is where its RL runs start (often this warm start's own output)."""
+    if not cfg.policies:
+        return cfg
+    return cfg.model_copy(update={"policies": {name: pol.model_copy(update={"init_from": None})
+                                               for name, pol in cfg.policies.items()}})
+
+
+def warm_start(stack: Stack, *, epochs: float, batch: int, lr: float, held_out: float = 0.1, seed: int = 0,
                progress: Callable[[str, int, int, float], None] | None = None) -> dict:
-    """Fit every trainable policy that has demonstrations; its record (what `rolecall
-    warm-start` writes beside the adapters). Raises ValueError when no policy has any."""
+    """Fit every trainable policy that has demonstrations, `epochs` passes over its own (so a
+    policy playing two roles takes as many passes over each role's as two policies would); its
+    record (what `rolecall warm-start` writes beside the adapters). Raises ValueError when no
+    policy has any."""
     t0 = time.time()
     demos = collect(stack, stack.train_P, held_out, seed)
     if not demos.train:
@@ -159,15 +187,16 @@ def warm_start(stack: Stack, *, steps: int, batch: int, lr: float, held_out: flo
                if demos.untrained_roles else "")
         raise ValueError(f"workflow {stack.workflow.name!r} wrote no demonstrations a trainable policy could learn "
                          f"from on these {len(stack.train_P)} problems{why}")
-    record: dict = {"steps": steps, "batch": batch, "lr": lr, "held_out": held_out, "seed": seed, "policies": {}}
+    record: dict = {"epochs": epochs, "batch": batch, "lr": lr, "held_out": held_out, "seed": seed, "policies": {}}
     if demos.untrained_roles:
         record["untrained_roles"] = dict(demos.untrained_roles)
     for policy, train in demos.train.items():
         say = (lambda s, n, loss, _p=policy: progress(_p, s, n, loss)) if progress else None
         before = reproduced(stack, policy, demos.held_out[policy], seed)
+        steps = steps_for(len(train), epochs, batch)
         curve = fit(stack, policy, train, steps=steps, batch=batch, lr=lr, seed=seed, progress=say)
         after = reproduced(stack, policy, demos.held_out[policy], seed)
-        record["policies"][policy] = {"roles": sorted({d.role for d in train}), "train": len(train),
+        record["policies"][policy] = {"roles": sorted({d.role for d in train}), "train": len(train), "steps": steps,
                                       "held_out_before": before, "held_out_after": after, "curve": curve}
     record["seconds"] = round(time.time() - t0, 1)
     return record

@@ -147,19 +147,40 @@ class SearchAnswer(Workflow):
         return answer
 
     async def demonstrations(self, problem: Problem) -> list[Demonstration]:
-        """The generator reading evidence that suffices (the hard-positive setting: the support
-        passages among as many distractors as a full search finds) and naming the gold answer.
-        Only answers: abstaining, and what to search for, stay for RL to teach (the seed's
-        question is whether the abstention signal does), so a warm start on these teaches a
-        generator to read, nothing more."""
+        """Both roles played right, from the problem's support passages (`meta["support"]`, in hop
+        order). The searcher: each hop's query is the next support passage's title, shown the
+        passages the earlier queries found (then the stop word, if hops remain). The generator:
+        the gold answer, from the hard-positive evidence (the support passages among as many
+        distractors as a full search finds). Never an abstention: whether the abstention signal
+        teaches it is the seed's question, left to RL."""
         golds = gold_answers(problem.meta, problem.answer)
-        shown = await self.hard_positive(problem, golds, self.retriever(problem), [], [])
-        if not shown or not golds:
+        retriever = self.retriever(problem)
+        out = await self._searcher_demonstrations(problem, retriever)
+        shown = await self.hard_positive(problem, golds, retriever, [], [])
+        if shown and golds:
+            target = golds[0] if self.role_format == "plain" else f"\\boxed{{{golds[0]}}}"
+            out.append(Demonstration("generator", [user(self.render(
+                "generator", question=problem.prompt, evidence=self.show(shown, ""), abstain=self.abstain_word))],
+                target))
+        return out
+
+    async def _searcher_demonstrations(self, problem: Problem, retriever: BM25Retriever) -> list[Demonstration]:
+        by_id = {p.id: p for p in retriever.passages}
+        titles = [by_id[i].title for i in problem.meta.get("support", ()) if i in by_id and by_id[i].title]
+        if not titles:
             return []
-        target = golds[0] if self.role_format == "plain" else f"\\boxed{{{golds[0]}}}"
-        prompt = self.render("generator", question=problem.prompt, evidence=self.show(shown, ""),
-                             abstain=self.abstain_word)
-        return [Demonstration("generator", [user(prompt)], target)]
+        found: dict[str, Passage] = {}
+        out = []
+        for query in [*titles, self.stop_word][:self.hops]:  # the stop word once the support is found
+            prompt = self.render("searcher", question=problem.prompt,
+                                 evidence=self.show(found.values(), "(nothing yet)"), stop=self.stop_word)
+            target = query if self.role_format == "plain" else f"\\boxed{{{query}}}"
+            out.append(Demonstration("searcher", [user(prompt)], target))
+            if query == self.stop_word:
+                break
+            for p in await retriever.search(query, self.top_k):
+                found.setdefault(p.id, p)
+        return out
 
     def retriever(self, problem: Problem) -> BM25Retriever:
         path = self.corpus or problem.meta.get("corpus")
