@@ -54,11 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     from rolecall.config import load_config
     from rolecall.policies.model import resolve_model_dir
     from rolecall.train.stack import build_stack
-    from rolecall.train.warm_start import from_base, warm_start, write
+    from rolecall.train.warm_start import check_out, from_base, warm_start, write
 
+    outs = {name: args.out if name == "per_role" else args.out.with_name(args.out.name + "_shared") for name in SETUPS}
+    for out in outs.values():
+        check_out(out)  # before any fitting
     doc: dict = {"loadavg_before": os.getloadavg()}
     for name, extra in SETUPS.items():
-        out = args.out if name == "per_role" else args.out.with_name(args.out.name + "_shared")
+        out = outs[name]
         stack = build_stack(from_base(load_config(CONFIG, OVERRIDES + extra)))
         try:
             def say(policy: str, step: int, total: int, nll: float) -> None:

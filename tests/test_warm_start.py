@@ -140,6 +140,10 @@ def test_the_command_refuses_a_folder_of_other_files_and_a_workflow_without_demo
     (mine / "notes.txt").write_text("keep me")
     r = CliRunner().invoke(app, ["warm-start", *SMALL, "--out", str(mine), "--epochs", "1"])
     assert r.exit_code == 2 and "notes.txt" in r.output and (mine / "notes.txt").read_text() == "keep me"
+    gone = tmp_path / "gone"
+    gone.symlink_to(tmp_path / "missing")
+    r = CliRunner().invoke(app, ["warm-start", *SMALL, "--out", str(gone)])
+    assert r.exit_code == 2 and "does not exist" in r.output, r.output
     r = CliRunner().invoke(app, ["warm-start", "--out", str(tmp_path / "v"), "task.n_val=4"])
     assert r.exit_code == 2 and "wrote no demonstrations" in r.output, r.output
     assert not (tmp_path / "v").exists()

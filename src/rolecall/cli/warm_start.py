@@ -34,13 +34,14 @@ def warm_start_cmd(
     check_number("--held-out", held_out, at_least=0, at_most=0.5)
     path, overrides = split_config_args(config, overrides or [])
     cfg = load_config_or_fail(path, overrides)  # its policies' init_from are dropped: see from_base
-    with as_user_errors():
-        _check_out(out)
     from rich.progress import Progress
 
     from rolecall.machine import facts
     from rolecall.train.stack import build_stack
-    from rolecall.train.warm_start import from_base, warm_start, write
+    from rolecall.train.warm_start import check_out, from_base, warm_start, write
+
+    with as_user_errors():
+        check_out(out)
 
     with as_user_errors():
         stack = build_stack(from_base(cfg))
@@ -70,18 +71,3 @@ def warm_start_cmd(
                       f"  start a run from it: policies.{policy}.init_from={out / policy}",
                       highlight=False, soft_wrap=True, markup=False)
     console.print(f"wrote {out}", highlight=False, markup=False)
-
-
-def _check_out(out: Path) -> None:
-    """Only a new or empty folder, or an earlier warm start's (its record), is written to: a folder
-    of the user's own files is refused before any model loads."""
-    from rolecall.errors import UserError
-    from rolecall.train.warm_start import RECORD
-
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {str(out)!r} is a file; a warm start is a folder")
-    if out.is_dir() and not (out / RECORD).is_file() and any(out.iterdir()):
-        held = sorted(p.name for p in out.iterdir())
-        raise UserError(f"--out {str(out)!r} is not empty and holds no warm start (it holds "
-                        f"{', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); nothing was written. "
-                        "Choose an empty or new folder")

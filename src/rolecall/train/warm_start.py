@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from rolecall.algo.batch import Row, collate, micro_batches
 from rolecall.algo.forward import completion_logit_parts, over_parts
 from rolecall.algo.memory import micro_batch_tokens
 from rolecall.engines.base import GenRequest
+from rolecall.errors import UserError
 from rolecall.fsio import write_durable
 from rolecall.loss import token_logprobs
 from rolecall.parsing import final_answer
@@ -200,6 +202,20 @@ def warm_start(stack: Stack, *, epochs: float, batch: int, lr: float, held_out: 
                                       "held_out_before": before, "held_out_after": after, "curve": curve}
     record["seconds"] = round(time.time() - t0, 1)
     return record
+
+
+def check_out(out: Path) -> None:
+    """Only a new or empty folder, or an earlier warm start's (its record), is written to: a folder
+    of the user's own files, a file, or a link to nothing is refused before any model loads."""
+    if out.is_symlink() and not out.exists():
+        raise UserError(f"--out {str(out)!r} is a link to {os.readlink(out)!r}, which does not exist")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {str(out)!r} is a file; a warm start is a folder")
+    if out.is_dir() and not (out / RECORD).is_file() and any(out.iterdir()):
+        held = sorted(p.name for p in out.iterdir())
+        raise UserError(f"--out {str(out)!r} is not empty and holds no warm start (it holds "
+                        f"{', '.join(held[:5])}{' ...' if len(held) > 5 else ''}); nothing was written. "
+                        "Choose an empty or new folder")
 
 
 def write(stack: Stack, record: dict, out: Path, source: dict) -> dict:
