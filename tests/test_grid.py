@@ -60,9 +60,11 @@ def test_product_names_roles_and_controls_once_per_setting_and_seed(tmp_path):
     assert by_kind["base"] == ["base-d1", "base-d2"]
     assert by_kind["control"] == ["control-d1-seed0", "control-d1-seed1", "control-d2-seed0", "control-d2-seed1"]
     assert len(by_kind["run"]) == 2 * 2 * 2 * 2 and len(set(by_kind["run"])) == 16
-    assert by_kind["run"][:3] == ["d1-voting-shared-seed0", "d1-voting-shared-seed1", "d1-voting-isolated-seed0"]
-    # per setting: its base evaluation, its controls, then its runs
-    assert [c.name for c in cells[:4]] == ["base-d1", "control-d1-seed0", "control-d1-seed1", "d1-voting-shared-seed0"]
+    assert by_kind["run"][:3] == ["d1-voting-shared-seed0", "d1-voting-isolated-seed0", "d1-eval_opt-shared-seed0"]
+    # per setting: its base evaluation, then seed by seed its control and its runs (a stopped grid holds whole seeds)
+    assert [c.name for c in cells[:7]] == ["base-d1", "control-d1-seed0", "d1-voting-shared-seed0",
+                                           "d1-voting-isolated-seed0", "d1-eval_opt-shared-seed0",
+                                           "d1-eval_opt-isolated-seed0", "control-d1-seed1"]
     control = next(c for c in cells if c.name == "control-d2-seed1")
     assert control.labels == {"digits": "d2", "seed": "seed1"}
     assert control.overrides == ("train.steps=20", "task.digits=2", "workflow.name=single", "workflow.options={}",

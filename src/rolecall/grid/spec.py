@@ -97,9 +97,11 @@ class Grid:
         return [a for a in self.axes if a.role == role]
 
     def cells(self) -> list[Cell]:
-        """Per setting: its base evaluation, its controls (one per seed), then its runs."""
+        """Per setting: its base evaluation, then seed by seed its control and its runs, so a grid
+        stopped partway holds whole seeds (every method of a seed beside its control) to pair."""
         setting, seed = self.axes_with("setting"), self.axes_with("seed")
         others = [a for a in self.axes if a.role != "setting"]
+        methods = [a for a in others if a.role != "seed"]
         seeds = list(itertools.product(*(a.values for a in seed)))
         out: list[Cell] = []
         for s_vals in itertools.product(*(a.values for a in setting)):
@@ -109,15 +111,18 @@ class Grid:
                 first = [v.sets for v in seeds[0]] if seeds else []
                 out.append(self._cell("base", s_labels, self.control["config"],
                                       [*s_sets, self.control["overrides"], *first]))
-            if self.controls:
-                for sd in seeds or [()]:
-                    labels = {**s_labels, **{a.name: v.label for a, v in zip(seed, sd)}}
+            for sd in seeds or [()]:
+                chosen = {a.name: v for a, v in zip(seed, sd)}
+                if self.controls:
+                    labels = {**s_labels, **{name: v.label for name, v in chosen.items()}}
                     out.append(self._cell("control", labels, self.control["config"],
                                           [*s_sets, self.control["overrides"], *(v.sets for v in sd)]))
-            for o_vals in itertools.product(*(a.values for a in others)):
-                labels = {**s_labels, **{a.name: v.label for a, v in zip(others, o_vals)}}
-                labels = {a.name: labels[a.name] for a in self.axes}  # file order
-                out.append(self._cell("run", labels, self.config, [*s_sets, *(v.sets for v in o_vals)]))
+                for m_vals in itertools.product(*(a.values for a in methods)):
+                    values = {**chosen, **{a.name: v for a, v in zip(methods, m_vals)}}
+                    labels = {**s_labels, **{a.name: values[a.name].label for a in others}}
+                    labels = {a.name: labels[a.name] for a in self.axes}  # file order
+                    out.append(self._cell("run", labels, self.config,
+                                          [*s_sets, *(values[a.name].sets for a in others)]))
         names = [c.name for c in out]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
