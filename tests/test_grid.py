@@ -124,8 +124,8 @@ def test_the_example_in_the_docs_expands_as_it_says(tmp_path):
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
     plan = make_plan(load_grid(grid_file(tmp_path, example)))
     assert len(plan.cells) == 22 and "prints its 22 cells" in doc
-    assert [c.name for c in plan.cells[:4]] == ["base-easy", "control-easy-seed0", "control-easy-seed1",
-                                                "easy-voting-shared-seed0"]
+    assert [c.name for c in plan.cells[:4]] == ["base-easy", "control-easy-seed0", "easy-voting-shared-seed0",
+                                                "easy-voting-isolated-seed0"]
 
 
 @pytest.mark.parametrize("text, args, needle", [
