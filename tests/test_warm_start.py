@@ -35,7 +35,8 @@ def test_search_answer_demonstrates_both_roles_from_the_support_passages(stack):
     demos = collect(stack, stack.train_P[:20], held_out=0.25, seed=0)
     assert set(demos.train) == {"searcher", "generator"} and not demos.untrained_roles
     held = {d.messages[-1]["content"] for ds in demos.held_out.values() for d in ds}
-    assert len(demos.held_out["generator"]) == 5 and len(demos.train["generator"]) == 15
+    # the generator's two plays per question: the answer where the evidence holds it, the abstain word where not
+    assert len(demos.held_out["generator"]) == 10 and len(demos.train["generator"]) == 30
     by_prompt = {p.prompt: p for p in stack.train_P[:20]}
 
     def problem_of(d):
@@ -43,8 +44,9 @@ def test_search_answer_demonstrates_both_roles_from_the_support_passages(stack):
 
     for d in demos.train["generator"]:
         problem = problem_of(d)
-        assert d.target == problem.answer  # plain: the bare answer
-        assert f" {normalize_answer(problem.answer)} " in f" {normalize_answer(d.messages[-1]['content'])} "
+        holds = f" {normalize_answer(problem.answer)} " in f" {normalize_answer(d.messages[-1]['content'])} "
+        assert (d.target, holds) in ((problem.answer, True), ("unknown", False))  # plain: the bare reply
+    assert sum(d.target == "unknown" for d in demos.train["generator"]) == 15
     # hops: 1, so one query each: the first support passage's title (its entity, named in the question)
     assert len(demos.train["searcher"]) == 15
     for d in demos.train["searcher"]:
@@ -76,7 +78,9 @@ def test_boxed_targets_and_workflows_without_demonstrations():
         {"id": "a", "title": "Ba", "text": "Ba was born in Do."}, {"id": "b", "title": "Do", "text": "Do is in Ka."}],
         "support": ["a", "b"]})
     boxed = asyncio.run(SearchAnswer(hops=1, top_k=2).demonstrations(problem))
-    assert [(d.role, d.target) for d in boxed] == [("searcher", "\\boxed{Ba}"), ("generator", "\\boxed{Ka}")]
+    assert [(d.role, d.target) for d in boxed] == [("searcher", "\\boxed{Ba}"), ("generator", "\\boxed{Ka}"),
+                                                   ("generator", "\\boxed{abstain}")]
+    assert "Do is in Ka" not in boxed[2].messages[0]["content"] and "Ba was born in Do" in boxed[2].messages[0]["content"]
     from rolecall.workflows import build_workflow, load_prompts
 
     voting = build_workflow("voting", load_prompts("math"), {})

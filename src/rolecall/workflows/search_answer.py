@@ -149,19 +149,26 @@ class SearchAnswer(Workflow):
     async def demonstrations(self, problem: Problem) -> list[Demonstration]:
         """Both roles played right, from the problem's support passages (`meta["support"]`, in hop
         order). The searcher: each hop's query is the next support passage's title, shown the
-        passages the earlier queries found (then the stop word, if hops remain). The generator:
-        the gold answer, from the hard-positive evidence (the support passages among as many
-        distractors as a full search finds). Never an abstention: whether the abstention signal
-        teaches it is the seed's question, left to RL."""
+        passages the earlier queries found (then the stop word, if hops remain). The generator,
+        both of its plays: the gold answer from the hard-positive evidence (the support passages
+        among as many distractors as a full search finds), and the abstain word from as many of
+        the question's own hits as hold no gold answer. How often to abstain is left to RL (with
+        the abstention signal or without it: the seed's question); a generator that never
+        abstains gives that signal nothing to act on."""
         golds = gold_answers(problem.meta, problem.answer)
         retriever = self.retriever(problem)
         out = await self._searcher_demonstrations(problem, retriever)
+        if not golds:
+            return out
         shown = await self.hard_positive(problem, golds, retriever, [], [])
-        if shown and golds:
-            target = golds[0] if self.role_format == "plain" else f"\\boxed{{{golds[0]}}}"
-            out.append(Demonstration("generator", [user(self.render(
-                "generator", question=problem.prompt, evidence=self.show(shown, ""), abstain=self.abstain_word))],
-                target))
+        size = self.hops * self.top_k
+        short = [p for p in await retriever.search(problem.prompt, 2 * size) if not sufficient([p], golds)][:size]
+        for evidence, reply in ((shown, golds[0]), (short, self.abstain_word)):
+            if evidence:
+                target = reply if self.role_format == "plain" else f"\\boxed{{{reply}}}"
+                out.append(Demonstration("generator", [user(self.render(
+                    "generator", question=problem.prompt, evidence=self.show(evidence, ""),
+                    abstain=self.abstain_word))], target))
         return out
 
     async def _searcher_demonstrations(self, problem: Problem, retriever: BM25Retriever) -> list[Demonstration]:
