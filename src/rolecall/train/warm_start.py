@@ -2,7 +2,7 @@
 
 An RL reward teaches only what a policy already does now and then. A small model can lack
 the skill a workflow's reward presumes: SmolLM2-135M-Instruct, shown passages that hold the
-answer, names it exactly almost never, so a generator rewarded for right answers gets no
+answer, names it exactly almost never, so a policy rewarded for right answers gets no
 signal to climb. The papers' policies are instruct models that have the skill before
 training. A warm start gives it: the workflow writes turns played right from the task's gold
 data (`Workflow.demonstrations`), each policy's adapter is fitted to its roles' turns by
