@@ -82,10 +82,15 @@ def collect(stack: Stack, problems: list[Problem], held_out: float, seed: int) -
     return out
 
 
+def _base(stack: Stack, policy: str):
+    """The base model (with its tokenizer and engine) that holds `policy`'s adapter."""
+    return next(b for b in stack.bases.values() if policy in b.adapters)
+
+
 def encode(stack: Stack, policy: str, demo: Demonstration) -> Row:
     """The demonstration as the trainer's row: the prompt as the engine renders it for sampling,
     the target's tokens and the end-of-turn token as the completion."""
-    base = next(b for b in stack.bases.values() if policy in b.adapters)
+    base = _base(stack, policy)
     prompt = base.tok(base.engine.render(demo.messages), add_special_tokens=False)["input_ids"]
     reply = base.tok(demo.target, add_special_tokens=False)["input_ids"]
     stop = base.engine.stop_ids[:1]
@@ -102,7 +107,7 @@ def fit(stack: Stack, policy: str, demos: list[Demonstration], *, steps: int, ba
         progress: Callable[[int, int, float], None] | None = None) -> list[dict]:
     """`steps` AdamW steps of `batch` demonstrations (drawn without replacement, reshuffled each
     pass) on `policy`'s adapter; the mean reply-token negative log-likelihood of each step."""
-    base = next(b for b in stack.bases.values() if policy in b.adapters)
+    base = _base(stack, policy)
     model = base.model
     rows = [encode(stack, policy, d) for d in demos]
     params = stack.optims[policy].params
