@@ -10,7 +10,8 @@ is read from its run directory into `benchmarks/results/real_grid.json`: workflo
 seed, base (step 0), best and final validation accuracy, the validation curve with the
 cumulative problems, generated tokens and training seconds at each point, the deepest fall,
 the last validation's role metrics against the trivial rules (a selecting role against
-always-first and the majority, a judging role against always-"correct"), the steps slowed by
+always-first and the majority, a judging role against always-"correct") and those metrics at
+every validation (`validations`), the steps slowed by
 other work on the machine (`slow_steps`: over 1.5x the median of their neighbours, and the
 seconds they added), each role's reply length and gradient share over the first and last ten
 steps (`role_shapes`, the paper's signature of Shared-Policy capture), and per cell the paired
@@ -90,6 +91,18 @@ def role_shapes(rows: list[dict], window: int = 10) -> dict:
                    for k in SHAPE_KEYS} for role in roles}
 
 
+def validations(rows: list[dict]) -> list[dict]:
+    """Each validation's step and its RULE_KEYS metrics, in step order (a step validated twice, by
+    a resume, keeps its last row): what a bar on every validation step (search_answer's
+    abstention never above half the questions) is read from."""
+    out: dict[int, dict] = {}
+    for r in rows:
+        if "event" not in r and "val/accuracy" in r and "step" in r:
+            out[int(r["step"])] = {"step": int(r["step"]), "accuracy": r["val/accuracy"],
+                                   **{k: r[f"val/{k}"] for k in RULE_KEYS if f"val/{k}" in r}}
+    return [out[k] for k in sorted(out)]
+
+
 def run_record(g, run) -> dict:
     from rolecall.grid import matching
 
@@ -101,6 +114,7 @@ def run_record(g, run) -> dict:
             "curve": [{**{m: round(c[m], 2) for m in matching.MATCHINGS}, "accuracy": a}
                       for c, a in matching.curve(run)],
             "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},
+            "validations": validations(run.rows),
             "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()},
             "slow_steps": slow_steps(run.rows), "role_shapes": role_shapes(run.rows)}
 

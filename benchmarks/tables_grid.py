@@ -1,8 +1,9 @@
 """The real-model grid's tables (benchmarks/real_grid.py -> results/real_grid.json), for
 docs/findings.md: the cells over seeds, each cell against the single-agent control at matched
 cost, the selecting and judging roles against trivial rules, each role's reply length and
-gradient share (Shared-Policy capture), and the interventions tried on one cell
-(results/real_interventions.json). Registered in
+gradient share (Shared-Policy capture), the interventions tried on one cell
+(results/real_interventions.json), and DAC's arms on search_answer
+(results/real_search_answer.json, for docs/search_answer.md). Registered in
 benchmarks/tables.py like every other generated table."""
 from __future__ import annotations
 
@@ -223,6 +224,83 @@ def real_interventions() -> str:
         rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(_interval(eff.get(k)) for k, _ in EFFECTS) + " |")
     return ("\n".join(rows) + f"\n\nFrom {_recorded(doc, INTERVENTIONS)}. Ranges are over seeds; "
             "intervals are 95 % t over the paired seeds.\n")
+
+
+DAC = RESULT.with_name("real_search_answer.json")
+# (label in the grid, what the docs call the arm); the control is the grid's one-policy control
+DAC_ARMS = (("control", "one policy for both roles (the control)"), ("full", "full system (a policy per role)"),
+            ("no_abstain_signal", "abstention ablation"))
+# (validation key, column): the answer, then each role's part of it
+DAC_METRICS = (("search_answer/em", "EM"), ("search_answer/f1", "F1"),
+               ("search_answer/sufficiency_rate", "evidence sufficient (the searcher)"),
+               ("search_answer/em_when_sufficient", "EM when it sufficed (the generator)"))
+ABSTAIN = "search_answer/abstain_rate"
+
+
+def _dac_runs(doc: dict) -> dict[str, dict[str, dict]]:
+    """Finished runs by arm, then by seed label."""
+    out: dict[str, dict[str, dict]] = {}
+    for run in doc["runs"]:
+        labels = run.get("labels") or {}
+        arm = "control" if run["kind"] == "control" else labels.get("signal")
+        if run["status"] == "done" and arm and run.get("validations"):
+            out.setdefault(arm, {})[labels.get("seed", "")] = run
+    return out
+
+
+def _at(run: dict, key: str, i: int) -> float | None:
+    """`key` at the run's first (i = 0) or last (i = -1) validation."""
+    return run["validations"][i].get(key)
+
+
+def _most_abstained(runs: dict[str, dict]) -> str:
+    got = [(v[ABSTAIN], seed, v["step"]) for seed, r in runs.items() for v in r["validations"] if v.get(ABSTAIN) is not None]
+    if not got:
+        return "–"
+    rate, seed, step = max(got)
+    return f"{rate:.2f} ({seed}, step {step})"
+
+
+def dac_arms() -> str:
+    """Per arm of DAC's grid: seeds done, exact match and F1 from step 0 to the last validation,
+    the searcher's part (evidence that holds the answer) and the generator's (exact match when
+    it did), means over seeds with their ranges, and the most the generator abstained at any
+    validation step of any seed."""
+    if not DAC.is_file():
+        return "_No DAC grid recorded yet: `python benchmarks/real_grid.py --grid configs/grids/real_search_answer.yaml` runs it._\n"
+    doc = json.loads(DAC.read_text())
+    seeds = next((len(a["labels"]) for a in doc.get("axes") or [] if a.get("role") == "seed"), "?")
+    by_arm = _dac_runs(doc)
+    rows = ["| arm | seeds done | " + " | ".join(f"{label}: step 0 → last" for _, label in DAC_METRICS)
+            + " | most abstained at a validation |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
+    for arm, name in DAC_ARMS:
+        runs = by_arm.get(arm, {})
+        cols = [f"{_spread([x for r in runs.values() if (x := _at(r, k, 0)) is not None])} → "
+                f"{_spread([x for r in runs.values() if (x := _at(r, k, -1)) is not None])}" if runs else "–"
+                for k, _ in DAC_METRICS]
+        rows.append(f"| {name} | {len(runs)} of {seeds} | " + " | ".join(cols) + f" | {_most_abstained(runs)} |")
+    return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Ranges are over seeds.\n"
+
+
+def dac_paired() -> str:
+    """Each arm minus another at the last validation, paired by seed, with its 95 % t interval:
+    the full system and its ablation against the control and against each other, on the answer
+    and on each role's part of it."""
+    from rolecall.grid.matching import Paired
+
+    if not DAC.is_file():
+        return "_No DAC grid recorded yet._\n"
+    doc = json.loads(DAC.read_text())
+    by_arm = _dac_runs(doc)
+    names = dict(DAC_ARMS)
+    rows = ["| last validation, paired by seed | seeds paired | " + " | ".join(label for _, label in DAC_METRICS) + " |",
+            "|---|---|" + "---|" * len(DAC_METRICS)]
+    for a, b in (("full", "control"), ("no_abstain_signal", "control"), ("full", "no_abstain_signal")):
+        pairs = [(r, by_arm[b][seed]) for seed, r in by_arm.get(a, {}).items() if seed in by_arm.get(b, {})]
+        cols = [_interval(Paired.of([x - y for r, o in pairs if (x := _at(r, k, -1)) is not None
+                                     and (y := _at(o, k, -1)) is not None]).as_dict()) for k, _ in DAC_METRICS]
+        rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | " + " | ".join(cols) + " |")
+    return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"
 
 
 def _note(doc: dict) -> str:

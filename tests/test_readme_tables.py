@@ -223,3 +223,39 @@ def test_role_gap_is_the_role_minus_its_best_trivial_rule():
         == pytest.approx(-0.05)
     assert role_gap({"eval_opt/evaluator_accuracy": 0.7, "eval_opt/rule_always_correct_acc": 0.6}) == pytest.approx(0.1)
     assert role_gap({"voting/selection_acc": 0.9}) is None and role_gap({}) is None  # no rule on the same episodes
+
+
+def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation(tmp_path, monkeypatch):
+    """Each arm from step 0 to its last validation; the full system against the control and its
+    ablation paired by seed (a seed only one arm finished is not paired); the highest abstention
+    at any validation step, not only the last; an unfinished run is left out."""
+    from benchmarks import tables_grid
+
+    monkeypatch.setattr(tables_grid, "DAC", tmp_path / "real_search_answer.json")
+    assert "No DAC grid recorded yet" in tables_grid.dac_arms()
+
+    def run(kind, seed, em, abstain, signal=None, status="done"):
+        labels = {"seed": f"seed{seed}", **({"signal": signal} if signal else {})}
+        vals = [{"step": s, "search_answer/em": e, "search_answer/f1": e, "search_answer/sufficiency_rate": 0.9,
+                 "search_answer/em_when_sufficient": e, "search_answer/abstain_rate": a}
+                for s, e, a in zip((0, 10, 20), em, abstain)]
+        return {"kind": kind, "status": status, "labels": labels, "validations": vals}
+
+    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-29"},
+           "axes": [{"name": "signal", "role": "method", "labels": ["full", "no_abstain_signal"]},
+                    {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
+           "runs": [{"kind": "base", "status": "done", "labels": {}, "validations": []},
+                    run("control", 0, (0.5, 0.6, 0.8), (0.1, 0.0, 0.0)), run("control", 1, (0.5, 0.6, 0.6), (0.1, 0.0, 0.0)),
+                    run("run", 0, (0.5, 0.7, 0.9), (0.1, 0.6, 0.2), "full"), run("run", 1, (0.5, 0.7, 0.8), (0.1, 0.0, 0.0), "full"),
+                    run("run", 2, (0.5, 0.7, 0.9), (0.1, 0.0, 0.0), "full"),  # no control of seed 2 finished
+                    run("run", 0, (0.5, 0.5, 0.7), (0.1, 0.0, 0.0), "no_abstain_signal"),
+                    run("run", 1, (0.5, 0.5, 0.5), (0.9, 0.9, 0.9), "no_abstain_signal", status="started")]}
+    (tmp_path / "real_search_answer.json").write_text(json.dumps(doc))
+    arms = tables_grid.dac_arms()
+    assert "| full system (a policy per role) | 3 of 3 | 0.50 (0.50–0.50) → 0.87 (0.80–0.90) |" in arms
+    assert "| 0.60 (seed0, step 10) |" in arms          # the peak of abstention, not the last validation
+    assert "| abstention ablation | 1 of 3 | 0.50 → 0.70 |" in arms  # the started run is not counted
+    paired = tables_grid.dac_paired()
+    assert "| full system (a policy per role) − one policy for both roles (the control) | 2 | +0.15 [" in paired
+    assert "| full system (a policy per role) − abstention ablation | 1 | +0.20 (one seed, no interval) |" in paired
+    assert "recorded 2026-11-29 at commit abc1234" in arms

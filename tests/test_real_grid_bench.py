@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.real_grid import role_shapes, slow_steps  # noqa: E402
+from benchmarks.real_grid import role_shapes, slow_steps, validations  # noqa: E402
 
 
 def test_slow_steps_by_hand():
@@ -32,3 +32,13 @@ def test_role_shapes_average_the_first_and_last_steps_of_each_role():
     assert out["generator"] == {"len_p50": [None, None], "grad_share": [0.7, 0.7]}
     assert set(out) == {"aggregator", "generator"}  # policy/ keys are not roles
     assert role_shapes([]) == {}
+
+
+def test_validations_keep_every_validation_step_with_its_role_metrics():
+    rows = [{"step": 0, "val/accuracy": 0.5, "val/search_answer/abstain_rate": 0.9, "val/other": 1.0},
+            {"step": 1, "time/step_s": 1.0, "search_answer/abstain_rate": 0.0},  # a training step
+            {"step": 10, "val/accuracy": 0.6, "val/search_answer/abstain_rate": 0.2},
+            {"step": 10, "event": "alarm", "val/accuracy": 0.0},                 # events are not validations
+            {"step": 10, "val/accuracy": 0.7, "val/search_answer/abstain_rate": 0.1}]  # a resume: the last row
+    assert validations(rows) == [{"step": 0, "accuracy": 0.5, "search_answer/abstain_rate": 0.9},
+                                 {"step": 10, "accuracy": 0.7, "search_answer/abstain_rate": 0.1}]
