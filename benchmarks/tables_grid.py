@@ -282,10 +282,16 @@ def dac_arms() -> str:
     return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Ranges are over seeds.\n"
 
 
+def _gain(run: dict, key: str) -> float | None:
+    first, last = _at(run, key, 0), _at(run, key, -1)
+    return None if first is None or last is None else last - first
+
+
 def dac_paired() -> str:
     """Each arm minus another at the last validation, paired by seed, with its 95 % t interval:
     the full system and its ablation against the control and against each other, on the answer
-    and on each role's part of it."""
+    and on each role's part of it; and the exact match each gained over its own step 0, since
+    the control starts from another warm start (one adapter for both roles) than the others."""
     from rolecall.grid.matching import Paired
 
     if not DAC.is_file():
@@ -293,13 +299,15 @@ def dac_paired() -> str:
     doc = json.loads(DAC.read_text())
     by_arm = _dac_runs(doc)
     names = dict(DAC_ARMS)
-    rows = ["| last validation, paired by seed | seeds paired | " + " | ".join(label for _, label in DAC_METRICS) + " |",
-            "|---|---|" + "---|" * len(DAC_METRICS)]
+    rows = ["| last validation, paired by seed | seeds paired | " + " | ".join(label for _, label in DAC_METRICS)
+            + " | EM gained over its own step 0 |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
     for a, b in (("full", "control"), ("no_abstain_signal", "control"), ("full", "no_abstain_signal")):
         pairs = [(r, by_arm[b][seed]) for seed, r in by_arm.get(a, {}).items() if seed in by_arm.get(b, {})]
-        cols = [_interval(Paired.of([x - y for r, o in pairs if (x := _at(r, k, -1)) is not None
-                                     and (y := _at(o, k, -1)) is not None]).as_dict()) for k, _ in DAC_METRICS]
-        rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | " + " | ".join(cols) + " |")
+        diffs = [[x - y for r, o in pairs if (x := read(r, k)) is not None and (y := read(o, k)) is not None]
+                 for k, read in [*((k, lambda run, key: _at(run, key, -1)) for k, _ in DAC_METRICS),
+                                 ("search_answer/em", _gain)]]
+        rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
+                    + " | ".join(_interval(Paired.of(d).as_dict()) for d in diffs) + " |")
     return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"
 
 

@@ -245,7 +245,7 @@ def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation
            "axes": [{"name": "signal", "role": "method", "labels": ["full", "no_abstain_signal"]},
                     {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
            "runs": [{"kind": "base", "status": "done", "labels": {}, "validations": []},
-                    run("control", 0, (0.5, 0.6, 0.8), (0.1, 0.0, 0.0)), run("control", 1, (0.5, 0.6, 0.6), (0.1, 0.0, 0.0)),
+                    run("control", 0, (0.4, 0.6, 0.8), (0.1, 0.0, 0.0)), run("control", 1, (0.5, 0.6, 0.6), (0.1, 0.0, 0.0)),
                     run("run", 0, (0.5, 0.7, 0.9), (0.1, 0.6, 0.2), "full"), run("run", 1, (0.5, 0.7, 0.8), (0.1, 0.0, 0.0), "full"),
                     run("run", 2, (0.5, 0.7, 0.9), (0.1, 0.0, 0.0), "full"),  # no control of seed 2 finished
                     run("run", 0, (0.5, 0.5, 0.7), (0.1, 0.0, 0.0), "no_abstain_signal"),
@@ -258,4 +258,6 @@ def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation
     paired = tables_grid.dac_paired()
     assert "| full system (a policy per role) − one policy for both roles (the control) | 2 | +0.15 [" in paired
     assert "| full system (a policy per role) − abstention ablation | 1 | +0.20 (one seed, no interval) |" in paired
+    # gains over each run's own step 0: the full system's 0.4 and 0.3 against the control's 0.4 and 0.1
+    assert paired.splitlines()[2].endswith("| +0.10 [-1.17, +1.37] |")
     assert "recorded 2026-11-29 at commit abc1234" in arms
