@@ -106,15 +106,16 @@ def validations(rows: list[dict]) -> list[dict]:
 def run_record(g, run) -> dict:
     from rolecall.grid import matching
 
-    last_val = next((r for r in reversed(run.rows) if "val/accuracy" in r and "event" not in r), {})
+    vals = validations(run.rows)
+    last_val = vals[-1] if vals else {}
     acc = (run.summary or {}).get("accuracy") or {}
     return {"cell": run.name, "kind": run.kind, "status": run.status, "labels": run.labels, "routing": run.routing,
             **{k: acc.get(k) for k in ("base", "peak", "peak_step", "final", "final_step", "fall", "fall_from_step",
                                         "fall_step")}, "cliff_margin": run.cliff_margin,
             "curve": [{**{m: round(c[m], 2) for m in matching.MATCHINGS}, "accuracy": a}
                       for c, a in matching.curve(run)],
-            "rules_at_last_validation": {k: last_val.get(f"val/{k}") for k in RULE_KEYS if f"val/{k}" in last_val},
-            "validations": validations(run.rows),
+            "rules_at_last_validation": {k: last_val[k] for k in RULE_KEYS if k in last_val},
+            "validations": vals,
             "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()},
             "slow_steps": slow_steps(run.rows), "role_shapes": role_shapes(run.rows)}
 

@@ -282,6 +282,10 @@ def dac_arms() -> str:
     return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Ranges are over seeds.\n"
 
 
+def _last(run: dict, key: str) -> float | None:
+    return _at(run, key, -1)
+
+
 def _gain(run: dict, key: str) -> float | None:
     first, last = _at(run, key, 0), _at(run, key, -1)
     return None if first is None or last is None else last - first
@@ -303,9 +307,9 @@ def dac_paired() -> str:
             + " | EM gained over its own step 0 |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
     for a, b in (("full", "control"), ("no_abstain_signal", "control"), ("full", "no_abstain_signal")):
         pairs = [(r, by_arm[b][seed]) for seed, r in by_arm.get(a, {}).items() if seed in by_arm.get(b, {})]
+        readers = [(k, _last) for k, _ in DAC_METRICS] + [("search_answer/em", _gain)]
         diffs = [[x - y for r, o in pairs if (x := read(r, k)) is not None and (y := read(o, k)) is not None]
-                 for k, read in [*((k, lambda run, key: _at(run, key, -1)) for k, _ in DAC_METRICS),
-                                 ("search_answer/em", _gain)]]
+                 for k, read in readers]
         rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
                     + " | ".join(_interval(Paired.of(d).as_dict()) for d in diffs) + " |")
     return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"

@@ -165,10 +165,9 @@ class SearchAnswer(Workflow):
         short = [p for p in await retriever.search(problem.prompt, 2 * size) if not sufficient([p], golds)][:size]
         for evidence, reply in ((shown, golds[0]), (short, self.abstain_word)):
             if evidence:
-                target = reply if self.role_format == "plain" else f"\\boxed{{{reply}}}"
                 out.append(Demonstration("generator", [user(self.render(
                     "generator", question=problem.prompt, evidence=self.show(evidence, ""),
-                    abstain=self.abstain_word))], target))
+                    abstain=self.abstain_word))], self._written(reply)))
         return out
 
     async def _searcher_demonstrations(self, problem: Problem, retriever: BM25Retriever) -> list[Demonstration]:
@@ -181,13 +180,16 @@ class SearchAnswer(Workflow):
         for query in [*titles, self.stop_word][:self.hops]:  # the stop word once the support is found
             prompt = self.render("searcher", question=problem.prompt,
                                  evidence=self.show(found.values(), "(nothing yet)"), stop=self.stop_word)
-            target = query if self.role_format == "plain" else f"\\boxed{{{query}}}"
-            out.append(Demonstration("searcher", [user(prompt)], target))
+            out.append(Demonstration("searcher", [user(prompt)], self._written(query)))
             if query == self.stop_word:
                 break
             for p in await retriever.search(query, self.top_k):
                 found.setdefault(p.id, p)
         return out
+
+    def _written(self, reply: str) -> str:
+        """A demonstrated reply as the role is asked to write it: bare, or in `\\boxed{}`."""
+        return reply if self.role_format == "plain" else f"\\boxed{{{reply}}}"
 
     def retriever(self, problem: Problem) -> BM25Retriever:
         path = self.corpus or problem.meta.get("corpus")
