@@ -43,7 +43,9 @@ RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_major
              "eval_opt/evaluator_parsed",
              # search_answer (configs/grids/real_search_answer.yaml): each role's share of the answer
              "search_answer/f1", "search_answer/em", "search_answer/sufficiency_rate",
-             "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision")
+             "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision",
+             # debate (configs/grids/real_debate.yaml): each round's accuracy, and answers fixed or broken between rounds
+             "debate/round0_acc", "debate/round1_acc", "debate/fixed", "debate/broken")
 
 
 def _step_rows(rows: list[dict]) -> list[dict]:
