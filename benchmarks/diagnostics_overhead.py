@@ -12,7 +12,6 @@ alarm monitor are also timed on their own.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time

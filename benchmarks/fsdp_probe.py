@@ -126,8 +126,6 @@ def rank_main(rank: int, world: int, init: str, out: str, model_dir: str | None 
 
 
 def compare(ref: dict, got: dict) -> dict:
-    import torch
-
     report: dict = {"wrapped": got.get("wrapped", False)}
     for key in ("error", "trace", "errors"):
         if key in got:

@@ -21,7 +21,6 @@ ratio's median over the adjacent pairs.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time

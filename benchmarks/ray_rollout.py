@@ -10,7 +10,6 @@ Writes benchmarks/results/ray_rollout.json.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys

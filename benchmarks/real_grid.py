@@ -3,6 +3,8 @@
     rolecall get-model smollm2-135m                  # once
     python benchmarks/real_grid.py                   # runs (or resumes) the grid, then records it
     python benchmarks/real_grid.py --collect-only    # record what the grid directory holds so far
+    python benchmarks/real_grid.py --only seed=seed2 --keep-from OLD.json   # the rest of a grid whose
+                                                     # directory was lost, kept with the earlier record's runs
 
 The grid runs through the real CLI (`rolecall grid ... --resume`, so a stopped grid picks up
 at its first unfinished cell; several hours on 2 cores, it can span sittings). Then every cell
@@ -22,6 +24,7 @@ equal wall time, and against its own step 0, each with its 95 % t interval over 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -40,7 +43,9 @@ RULE_KEYS = ("voting/selection_acc", "voting/rule_first_acc", "voting/rule_major
              "eval_opt/evaluator_parsed",
              # search_answer (configs/grids/real_search_answer.yaml): each role's share of the answer
              "search_answer/f1", "search_answer/em", "search_answer/sufficiency_rate",
-             "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision")
+             "search_answer/em_when_sufficient", "search_answer/abstain_rate", "search_answer/abstain_precision",
+             # debate (configs/grids/real_debate.yaml): each round's accuracy, and answers fixed or broken between rounds
+             "debate/round0_acc", "debate/round1_acc", "debate/fixed", "debate/broken")
 
 
 def _step_rows(rows: list[dict]) -> list[dict]:
@@ -137,9 +142,7 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
         long_rows = matching.comparisons(g, long_grid)  # same cells, same order; tokens and time read the long controls
     comparisons = []
     for r, long in zip(rows, long_rows):
-        entry = {"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
-                 "seeds": r["seeds"], "paired_with_control": r["paired"],
-                 **{k: r[k].as_dict() for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
+        entry = _comparison(r)
         if long is not None and long["paired_with_longer"] > 0:
             entry["short_control"] = {k: entry[k] for k in long_keys}
             entry.update({k: long[k].as_dict() for k in long_keys})
@@ -148,7 +151,64 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
     return {"grid": str(grid_dir), "axes": g.axes,
             "runs": [run_record(g, r) for r in g.runs] + [{**run_record(g, r), "kind": "long_control"} for r in longs],
             "against_control": comparisons, **({"long_controls": str(long_dir)} if long_dir else {}),
-            "cells": {s: sum(r.status == s for r in g.runs) for s in ("done", "failed", "started", "pending")}}
+            "cells": _counts(g.runs)}
+
+
+def _counts(runs) -> dict:
+    status = [r["status"] if isinstance(r, dict) else r.status for r in runs]
+    return {s: status.count(s) for s in ("done", "failed", "started", "pending")}
+
+
+def _comparison(r: dict) -> dict:
+    """One row of `rolecall.grid.matching.comparisons` as the record holds it."""
+    from rolecall.grid import matching
+
+    return {"setting": list(r["setting"]), "method": list(r["method"]), "routing": r["routing"],
+            "seeds": r["seeds"], "paired_with_control": r["paired"],
+            **{k: r[k].as_dict() for k in (*matching.MATCHINGS, "peak_vs_own_base", "final_vs_own_base")}}
+
+
+# A grid can outlive the machine it ran on: its directory lost, its record kept. Its remaining
+# cells then run into a new directory (`rolecall grid ... --only seed=seed2`), and the record
+# keeps the earlier record's finished runs, each saying where it was recorded.
+def _run_of_record(rec: dict):
+    """A finished run rebuilt from its record for the matched comparisons: its validation curve as
+    metric rows (each validation with the costs since the one before) and its accuracy summary."""
+    from rolecall.grid import matching
+    from rolecall.grid.tables import RunData
+
+    rows, before = [], dict.fromkeys(matching.MATCHINGS, 0.0)
+    for i, point in enumerate(rec["curve"]):
+        rows.append({"step": i, **{matching.COST_KEYS[m]: point[m] - before[m] for m in matching.MATCHINGS}})
+        rows.append({"step": i, "val/accuracy": point["accuracy"]})
+        before = point
+    summary = {"accuracy": {k: rec.get(k) for k in ("base", "peak", "final")}}
+    return RunData(rec["cell"], rec["kind"], dict(rec.get("labels") or {}), rec["status"], summary=summary,
+                   routing=rec.get("routing") or "", rows=rows)
+
+
+def keep_from(doc: dict, earlier: dict, source: str) -> dict:
+    """`doc` with every run finished in `earlier` (a record of the same grid, from `source`) that
+    `doc`'s directory has not finished, marked with where it was recorded (`kept_from`), and the
+    comparisons against the control made again over all the finished runs."""
+    from rolecall.grid import matching
+    from rolecall.grid.tables import GridData
+
+    shape = lambda d: [(a["name"], a["role"], list(a["labels"])) for a in d.get("axes") or []]  # noqa: E731
+    if shape(doc) != shape(earlier):
+        raise SystemExit(f"--keep-from {source}: its axes {shape(earlier)} are not this grid's {shape(doc)}")
+    prov = earlier.get("provenance") or {}
+    where = {"result": source, **{k: prov.get(k) for k in ("commit", "dirty", "date", "versions", "model_sha256")}}
+    old = {r["cell"]: r for r in earlier["runs"] if r["status"] == "done"}
+    runs, kept = [], []
+    for r in doc["runs"]:
+        if r["status"] != "done" and r["cell"] in old:
+            r = {**old[r["cell"]], "kept_from": old[r["cell"]].get("kept_from") or where}
+            kept.append(r["cell"])
+        runs.append(r)
+    g = GridData(Path(doc["grid"]), doc["axes"], [_run_of_record(r) for r in runs if r["status"] == "done"])
+    return {**doc, "runs": runs, "against_control": [_comparison(r) for r in matching.comparisons(g)],
+            "kept": {"cells": kept, "from": where}, "cells": _counts(runs)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,12 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-controls", type=Path, default=None,
                     help="the grid directory of configs/grids/real_long_control.yaml, where it has run: the "
                          "comparisons at equal tokens and time then read those controls")
+    ap.add_argument("--only", action="append", default=[], metavar="AXIS=LABEL",
+                    help="run only these cells (`rolecall grid --only`); the record lists the rest as they stand")
+    ap.add_argument("--keep-from", type=Path, default=None,
+                    help="an earlier record of this grid whose directory is gone: its finished runs that the grid "
+                         "directory has not finished are kept, each marked with where it was recorded")
     args = ap.parse_args(argv)
+    if args.keep_from and args.long_controls:
+        ap.error("--keep-from and --long-controls do not go together (a kept run's curve cannot be re-read)")
+    earlier = json.loads(args.keep_from.read_text()) if args.keep_from else None  # before the result overwrites it
     if not args.collect_only:
         resume = ["--resume"] if (args.out_dir / "grid.json").is_file() else []
-        run_child([sys.executable, "-m", "rolecall", "grid", str(args.grid), "--out", str(args.out_dir), *resume],
-                  cwd=HERE.parent)
+        only = [a for o in args.only for a in ("--only", o)]
+        run_child([sys.executable, "-m", "rolecall", "grid", str(args.grid), "--out", str(args.out_dir), *resume,
+                   *only], cwd=HERE.parent)
     doc = collect(args.out_dir, args.long_controls)
+    if earlier is not None:
+        doc = keep_from(doc, earlier, str(args.keep_from))
     from rolecall.policies.model import resolve_model_dir
 
     write_result(args.result, doc, model_dir=resolve_model_dir("smollm2-135m"))

@@ -25,7 +25,7 @@ import platform
 import time
 from datetime import date
 from pathlib import Path
-from statistics import fmean, median
+from statistics import median
 
 import torch
 

@@ -13,7 +13,6 @@ Isolated-Policy (3 adapters: orchestrator, worker, synthesizer) vs Shared-Policy
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import tempfile

@@ -57,7 +57,7 @@ def _groups(doc: dict) -> dict[str, list[dict]]:
     return out
 
 
-def _spread(values: list[float], fmt: str = ".2f") -> str:
+def spread(values: list[float], fmt: str = ".2f") -> str:
     if not values:
         return "–"
     if len(values) == 1:
@@ -80,19 +80,19 @@ def real_grid_cells() -> str:
     for name, runs in _groups(doc).items():
         done = [r for r in runs if r["status"] == "done"]
         if runs[0]["kind"] == "base":
-            rows.append(f"| {name} | – | {_spread([r['base'] for r in done if r['base'] is not None])} | – | – | – | – |")
+            rows.append(f"| {name} | – | {spread([r['base'] for r in done if r['base'] is not None])} | – | – | – | – |")
             continue
         falls = [r for r in done if r.get("fall") is not None]
         deepest = max(falls, key=lambda r: r["fall"], default=None)
         fall = "–" if deepest is None else f"{deepest['fall']:.2f} (step {deepest['fall_step']})"
         cliffs = sum(r["fall"] >= r.get("cliff_margin", CLIFF_MARGIN) - 1e-12 for r in falls)
-        rows.append(f"| {name} | {len(done)} of {len(runs)} | {_spread([r['base'] for r in done])} | "
-                    f"{_spread([r['peak'] for r in done])} | {_spread([r['final'] for r in done])} | {fall} | "
+        rows.append(f"| {name} | {len(done)} of {len(runs)} | {spread([r['base'] for r in done])} | "
+                    f"{spread([r['peak'] for r in done])} | {spread([r['final'] for r in done])} | {fall} | "
                     f"{cliffs} |")
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 
-def _interval(p: dict) -> str:
+def interval(p: dict) -> str:
     if not p or p.get("mean") is None:
         return "–"
     ci = p.get("ci95")
@@ -114,8 +114,8 @@ def real_grid_matched() -> str:
         mark = lambda key: " ‡" if key in (c.get("long_control") or {}).get("matchings", ()) else ""  # noqa: E731
         long = long or bool(c.get("long_control"))
         rows.append(f"| {name} | {c['paired_with_control']} | "
-                    + " | ".join(_interval(c[key]) + mark(key) for key, _ in MATCHED)
-                    + f" | {_interval(c['peak_vs_own_base'])} |")
+                    + " | ".join(interval(c[key]) + mark(key) for key, _ in MATCHED)
+                    + f" | {interval(c['peak_vs_own_base'])} |")
     rows += ["", "‡: against the 1,200-step control of the same seed (configs/grids/real_long_control.yaml), "
                  "trained past the cell's tokens and time; the other columns against the grid's 80-step control."] if long else []
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
@@ -134,9 +134,9 @@ def real_grid_roles() -> str:
             got = [m[key] for m in last if m.get(key) is not None]
             if not got:
                 continue
-            rule_text = ", ".join(f"{RULE_NAMES[k]} {_spread([m[k] for m in last if m.get(k) is not None])}"
+            rule_text = ", ".join(f"{RULE_NAMES[k]} {spread([m[k] for m in last if m.get(k) is not None])}"
                                   for k in rules)
-            rows.append(f"| {name} | {role} | {_spread(got)} | {rule_text} |")
+            rows.append(f"| {name} | {role} | {spread(got)} | {rule_text} |")
     if len(rows) == 2:
         return _missing("selecting or judging role")
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
@@ -193,9 +193,9 @@ def real_grid_role_shapes() -> str:
     for name, runs in groups.items():
         roles = sorted({role for r in runs if r["status"] == "done" for role in (r.get("role_shapes") or {})})
         for role in roles:
-            length = f"{_spread(_shape(runs, role, 'len_p50', 0), '.1f')} → {_spread(_shape(runs, role, 'len_p50', 1), '.1f')}"
+            length = f"{spread(_shape(runs, role, 'len_p50', 0), '.1f')} → {spread(_shape(runs, role, 'len_p50', 1), '.1f')}"
             first, last = _shape(runs, role, "grad_share", 0), _shape(runs, role, "grad_share", 1)
-            share = "its own policy" if first and min(first + last) > 0.999 else f"{_spread(first)} → {_spread(last)}"
+            share = "its own policy" if first and min(first + last) > 0.999 else f"{spread(first)} → {spread(last)}"
             rows.append(f"| {name} | {role} | {length} | {share} | {_shared_minus_isolated(groups, runs, role)} |")
     if len(rows) == 2:
         return _missing("role shape")
@@ -217,12 +217,12 @@ def real_interventions() -> str:
     head = " | ".join(label for _, label in EFFECTS)
     rows = [f"| {doc['cell']} | seeds done | {head} |", "|---|---|" + "---|" * len(EFFECTS)]
     for arm, by_seed in [("none (the grid's runs)", doc["none"]), *doc["runs"].items()]:
-        cols = [_spread([v[k] for v in by_seed.values() if v.get(k) is not None]) for k, _ in EFFECTS]
+        cols = [spread([v[k] for v in by_seed.values() if v.get(k) is not None]) for k, _ in EFFECTS]
         rows.append(f"| {arm} | {len(by_seed)} of {seeds} | " + " | ".join(cols) + " |")
     rows += ["", f"| arm − none, paired by seed | seeds paired | {head} |", "|---|---|" + "---|" * len(EFFECTS)]
     for arm, eff in doc["effects"].items():
-        rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(_interval(eff.get(k)) for k, _ in EFFECTS) + " |")
-    return ("\n".join(rows) + f"\n\nFrom {_recorded(doc, INTERVENTIONS)}. Ranges are over seeds; "
+        rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(interval(eff.get(k)) for k, _ in EFFECTS) + " |")
+    return ("\n".join(rows) + f"\n\nFrom {recorded(doc, INTERVENTIONS)}. Ranges are over seeds; "
             "intervals are 95 % t over the paired seeds.\n")
 
 
@@ -275,11 +275,11 @@ def dac_arms() -> str:
             + " | most abstained at a validation |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
     for arm, name in DAC_ARMS:
         runs = by_arm.get(arm, {})
-        cols = [f"{_spread([x for r in runs.values() if (x := _at(r, k, 0)) is not None])} → "
-                f"{_spread([x for r in runs.values() if (x := _at(r, k, -1)) is not None])}" if runs else "–"
+        cols = [f"{spread([x for r in runs.values() if (x := _at(r, k, 0)) is not None])} → "
+                f"{spread([x for r in runs.values() if (x := _at(r, k, -1)) is not None])}" if runs else "–"
                 for k, _ in DAC_METRICS]
         rows.append(f"| {name} | {len(runs)} of {seeds} | " + " | ".join(cols) + f" | {_most_abstained(runs)} |")
-    return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Ranges are over seeds.\n"
+    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Ranges are over seeds.\n"
 
 
 def _last(run: dict, key: str) -> float | None:
@@ -311,18 +311,24 @@ def dac_paired() -> str:
         diffs = [[x - y for r, o in pairs if (x := read(r, k)) is not None and (y := read(o, k)) is not None]
                  for k, read in readers]
         rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
-                    + " | ".join(_interval(Paired.of(d).as_dict()) for d in diffs) + " |")
-    return "\n".join(rows) + f"\n\nFrom {_recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"
+                    + " | ".join(interval(Paired.of(d).as_dict()) for d in diffs) + " |")
+    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"
 
 
 def _note(doc: dict) -> str:
     cells = doc.get("cells") or {}
     state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
-    return f"From {_recorded(doc, RESULT, '; runs: ' + (state or 'none'))}. Ranges are over seeds."
+    return f"From {recorded(doc, RESULT, '; runs: ' + (state or 'none'))}. Ranges are over seeds."
 
 
-def _recorded(doc: dict, path: Path, more: str = "") -> str:
-    """`benchmarks/results/<file>` (recorded <date> at commit <sha><more>)."""
+def recorded(doc: dict, path: Path, more: str = "") -> str:
+    """`benchmarks/results/<file>` (recorded <date> at commit <sha><more>), and which runs it kept
+    from an earlier record of the grid (its directory gone) with where those were recorded."""
     prov = provenance_of(doc)
+    kept = doc.get("kept") or {}
+    if kept.get("cells"):
+        was, names = kept.get("from") or {}, ", ".join(kept["cells"])
+        more += (f"; kept from the record of {str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]}"
+                 f" (transformers {(was.get('versions') or {}).get('transformers', '?')}): {names}")
     return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
             f"{str(prov.get('commit', '?'))[:7]}{more})")

@@ -446,6 +446,35 @@ def test_cli_errors_are_one_line(tmp_path, fake_cli):
     assert res.exit_code == 2 and "does not exist" in res.output
 
 
+def test_cli_only_runs_a_part_and_the_rest_resumes_into_one_grid(tmp_path, fake_cli):
+    g, out = grid_file(tmp_path, SMALL), tmp_path / "a"
+    res = CliRunner().invoke(app, ["grid", str(g), "--out", str(out), "--only", "seed=seed1"])
+    assert res.exit_code == 0, res.output
+    assert fake_cli.calls == ["control-seed1", "voting-shared-seed1", "voting-isolated-seed1"]
+    assert "2 runs, 1 control, 0 base evaluations; 0 failed" in res.output
+    assert sorted(c["name"] for c in layout.read_index(out)["cells"]) == sorted(ACC)  # the whole grid is indexed
+    part = tables.load(out)
+    assert {r.name: r.status for r in part.runs}["voting-shared-seed0"] == "pending"
+    res = CliRunner().invoke(app, ["grid", str(g), "--out", str(out), "--resume", "--only", "routing=shared",
+                                   "--only", "seed=seed1"])  # every label must match: one cell, finished
+    assert res.exit_code == 0 and res.output.count("finished earlier") == 1, res.output
+    res = CliRunner().invoke(app, ["grid", str(g), "--out", str(out), "--resume"])
+    assert res.exit_code == 0 and res.output.count("finished earlier") == 3, res.output
+    assert sorted(fake_cli.calls) == sorted(ACC) and all(r.status == "done" for r in tables.load(out).runs)
+
+
+@pytest.mark.parametrize("only, needle", [
+    (["seed"], "give it as AXIS=LABEL"), (["seeds=seed0"], "no axis 'seeds' (its axes: workflow, routing, seed)"),
+    (["seed=0"], "axis 'seed' has no value '0' (its values: seed0, seed1)"),
+    (["seed=seed0", "seed=seed1"], "names axis 'seed' twice"),
+])
+def test_cli_only_names_a_bad_filter_and_runs_nothing(tmp_path, fake_cli, only, needle):
+    args = [a for o in only for a in ("--only", o)]
+    res = CliRunner().invoke(app, ["grid", str(grid_file(tmp_path, SMALL)), "--out", str(tmp_path / "a"), *args])
+    assert res.exit_code == 2 and needle in res.output, res.output
+    assert fake_cli.calls == [] and not (tmp_path / "a").exists()
+
+
 def test_cli_dry_run_lists_cells_and_runs_nothing(tmp_path, fake_cli):
     res = CliRunner().invoke(app, ["grid", str(grid_file(tmp_path, SMALL)), "--out", str(tmp_path / "a"), "--dry-run"])
     assert res.exit_code == 0, res.output
@@ -519,6 +548,33 @@ def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
     # the fake runs log no costs, so every matching reads the final validations: 0.60 - 0.50, 0.75 - 0.65
     assert ip["problems"]["values"] == pytest.approx([0.10, 0.10]) and ip["paired_with_control"] == 2
     assert ip["peak_vs_own_base"]["mean"] == pytest.approx(0.375) and ip["problems"]["ci95"] is not None
+
+
+def test_real_grid_keeps_an_earlier_records_runs_when_their_directory_is_gone(finished, tmp_path):
+    """A grid whose seed-0 cells ran on a machine since lost: the new directory holds seed 1, the
+    record keeps seed 0 from the earlier record (marked so), and the comparisons against the
+    control come out as they did from the whole directory."""
+    from benchmarks.real_grid import collect, keep_from
+
+    whole = json.loads(json.dumps({**collect(finished), "provenance": {"commit": "abc", "date": "2026-01-01"}}))
+    part_dir = tmp_path / "part"
+    shutil.copytree(finished, part_dir)
+    for name in ("base", "control-seed0", "voting-shared-seed0", "voting-isolated-seed0"):
+        shutil.rmtree(part_dir / name)
+    part = json.loads(json.dumps(collect(part_dir)))
+    assert part["cells"]["pending"] == 4 and all(c["paired_with_control"] == 1 for c in part["against_control"])
+    merged = keep_from(part, whole, "earlier.json")
+    assert merged["cells"] == whole["cells"] and merged["kept"]["cells"] == ["base", "control-seed0",
+                                                                              "voting-shared-seed0",
+                                                                              "voting-isolated-seed0"]
+    assert merged["against_control"] == whole["against_control"]
+    runs = {r["cell"]: r for r in merged["runs"]}
+    assert runs["control-seed0"]["kept_from"] == {"result": "earlier.json", "commit": "abc", "dirty": None,
+                                                  "date": "2026-01-01", "versions": None, "model_sha256": None}
+    assert "kept_from" not in runs["control-seed1"] and runs["voting-shared-seed0"]["curve"] == \
+        {r["cell"]: r for r in whole["runs"]}["voting-shared-seed0"]["curve"]
+    with pytest.raises(SystemExit, match="axes"):
+        keep_from(part, {**whole, "axes": whole["axes"][:1]}, "other.json")
 
 
 def test_real_grid_reads_long_controls_at_equal_tokens_and_time(finished, tmp_path, monkeypatch):

@@ -261,3 +261,53 @@ def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation
     # gains over each run's own step 0: the full system's 0.4 and 0.3 against the control's 0.4 and 0.1
     assert paired.splitlines()[2].endswith("| +0.10 [-1.17, +1.37] |")
     assert "recorded 2026-11-29 at commit abc1234" in arms
+
+
+def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_path, monkeypatch):
+    """Each debate arm from step 0 to its last validation with its rounds and flips; the paper's
+    claim (co-trained − frozen peers) and each arm against the matrix's single-agent control,
+    paired by seed, at the last validation and at equal generated tokens (the cheaper run's total:
+    the control's, so the debate is read at its earlier validation); runs kept from an earlier
+    record are named with where they were recorded."""
+    from benchmarks import tables_debate
+
+    monkeypatch.setattr(tables_debate, "DEBATE", tmp_path / "real_debate.json")
+    monkeypatch.setattr(tables_debate, "MATRIX", tmp_path / "real_grid.json")
+    assert "No MAPoRL grid recorded yet" in tables_debate.maporl_arms()
+
+    def run(kind, seed, accs, tokens, training=None, status="done", rounds=(0.5, 0.6)):
+        curve = [{"problems": 16.0 * i, "generated_tokens": t, "wall_seconds": 10.0 * i, "accuracy": a}
+                 for i, (a, t) in enumerate(zip(accs, tokens))]
+        vals = [{"step": 10 * i, "accuracy": a, "debate/round0_acc": rounds[0], "debate/round1_acc": rounds[1],
+                 "debate/fixed": 0.1, "debate/broken": 0.05} for i, a in enumerate(accs)]
+        labels = {"seed": f"seed{seed}", **({"training": training} if training else {})}
+        return {"cell": f"{training or kind}-seed{seed}", "kind": kind, "status": status, "labels": labels,
+                "peak": max(accs), "curve": curve, **({"validations": vals} if training else {})}
+
+    deb = (0.0, 3000.0, 6000.0)  # a debate episode costs far more tokens than a single answer
+    doc = {"provenance": {"commit": "abc1234", "date": "2026-12-04"},
+           "axes": [{"name": "training", "role": "method", "labels": ["co_trained", "frozen_peers", "co_trained_plain"]},
+                    {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
+           "kept": {"cells": ["co_trained-seed0"], "from": {"commit": "fedcba9", "date": "2026-12-01",
+                                                             "versions": {"transformers": "5.24.0"}}},
+           "runs": [run("run", 0, (0.2, 0.5, 0.7), deb, "co_trained"), run("run", 1, (0.2, 0.6, 0.6), deb, "co_trained"),
+                    run("run", 0, (0.2, 0.4, 0.5), deb, "frozen_peers"), run("run", 1, (0.2, 0.4, 0.3), deb, "frozen_peers"),
+                    run("run", 0, (0.2, 0.3, 0.3), deb, "co_trained_plain", status="started")]}
+    (tmp_path / "real_debate.json").write_text(json.dumps(doc))
+    matrix = {"runs": [run("control", s, (0.25, 0.5, 0.6), (0.0, 1000.0, 2000.0)) for s in (0, 1)]}
+    (tmp_path / "real_grid.json").write_text(json.dumps(matrix))
+    arms = tables_debate.maporl_arms()
+    assert ("| co-trained (every agent its own LoRA, incentives on) | 2 of 3 | 0.20 (0.20–0.20) → 0.65 (0.60–0.70) "
+            "| 0.65 (0.60–0.70) | 0.50 (0.50–0.50) → 0.60 (0.60–0.60) | 0.10 (0.10–0.10) / 0.05 (0.05–0.05) |") in arms
+    assert "| co-trained, incentives off | 0 of 3 | – → – | – | – | – |" in arms  # the started run is not counted
+    assert "| single-agent control (the matrix's) | 2 of 3 | 0.25 (0.25–0.25) → 0.60 (0.60–0.60) | 0.60 (0.60–0.60) | – | – |" in arms
+    assert "kept from the record of 2026-12-01 at commit fedcba9 (transformers 5.24.0): co_trained-seed0" in arms
+    paired = {line.split(" | ")[0]: line for line in tables_debate.maporl_paired().splitlines() if line.startswith("| ")}
+    claim = paired["| co-trained (every agent its own LoRA, incentives on) − one agent trained beside two frozen base peers"]
+    assert claim.split(" | ")[1:3] == ["2", "+0.25 [-0.39, +0.89]"]  # 0.70 - 0.50, 0.60 - 0.30
+    vs_control = paired["| co-trained (every agent its own LoRA, incentives on) − single-agent control (the matrix's)"]
+    # last validation and equal problems and time: 0.70 - 0.60, 0.60 - 0.60; at equal tokens (2000,
+    # the control's whole run) the debate is read at step 0, its last validation within them: 0.20 - 0.60
+    assert vs_control.split(" | ")[1:7] == ["2", "+0.05 [-0.59, +0.69]", "+0.05 [-0.59, +0.69]",
+                                           "-0.40 [-0.40, -0.40]", "+0.05 [-0.59, +0.69]", "+0.10 [-0.54, +0.74] |"]
+    assert "| co-trained, incentives off − single-agent control (the matrix's) | 0 | – |" in tables_debate.maporl_paired()

@@ -51,6 +51,10 @@ def grid_run(
     cell_gpus: Optional[float] = typer.Option(None, "--cell-gpus", help="With --ray: GPUs each cell asks for "
                                               "(default: 1 when the cell's model.device is cuda, or auto on a cluster "
                                               "with GPUs; else 0)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", metavar="AXIS=LABEL",
+                                             help="Run only the cells with this label (repeatable: all must match), "
+                                                  "e.g. --only seed=seed2; the directory still indexes the whole grid, "
+                                                  "so the rest can run later with --resume."),
 ) -> None:
     """Run every cell of a grid file, plus a base-model evaluation and a single-agent RL control per setting.
 
@@ -58,7 +62,7 @@ def grid_run(
     (exit 1 at the end)."""
     # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.grid import layout
-    from rolecall.grid.plan import make_plan, preflight_inputs
+    from rolecall.grid.plan import make_plan, preflight_inputs, select_cells
     from rolecall.grid.progress import GridProgress
     from rolecall.grid.runner import run_grid
     from rolecall.grid.spec import load_grid
@@ -72,24 +76,25 @@ def grid_run(
     out = out or Path("runs") / grid_file.stem
     with as_user_errors():
         plan = make_plan(load_grid(grid_file, args or []))
+        cells = select_cells(plan, only or [])
         if not dry_run:
             layout.prepare(out, resume)  # refuse a used directory before the inputs are opened
-    n = {kind: sum(c.kind == kind for c in plan.cells) for kind in ("run", "control", "base")}
+    n = {kind: sum(c.kind == kind for c in cells) for kind in ("run", "control", "base")}
     counts = ", ".join(f"{n[kind]} {what}{'s' * (n[kind] != 1)}"
                        for kind, what in (("run", "run"), ("control", "control"), ("base", "base evaluation")))
     if dry_run:
-        for c in plan.cells:
+        for c in cells:
             sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
     note = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
     with as_user_errors():
         n_inputs = preflight_inputs(plan, note)
     if dry_run:
-        console.print(f"dry run ok: {len(plan.cells)} cells ({counts}), {n_inputs} distinct inputs; "
+        console.print(f"dry run ok: {len(cells)} cells ({counts}), {n_inputs} distinct inputs; "
                       f"would write {out}", highlight=False, soft_wrap=True)
         return
     from rolecall.grid.cells import run_cell
 
-    view = GridProgress(console, out, len(plan.cells))
+    view = GridProgress(console, out, len(cells))
     executor = None
     if ray:
         from rolecall.grid.ray_executor import RayExecutor
@@ -97,11 +102,12 @@ def grid_run(
         executor = RayExecutor(address=None if ray == "local" else ray, cpus_per_cell=cell_cpus,
                                gpus_per_cell=cell_gpus, listener=view)
     again = f"rolecall grid {grid_file} {' '.join(args or [])} --out {out} --resume".replace("  ", " ")
+    again += "".join(f" --only {o}" for o in only or [])
     if ray:
         again += " --ray" + ("" if ray == "local" else f" {ray}")
     try:
         with as_user_errors(catch_interrupt=False), view:
-            results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view)
+            results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view, cells=cells)
     except TrainingStopped as e:
         console.print(f"{e}\nContinue the grid with: {again}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(e.exit_code) from None

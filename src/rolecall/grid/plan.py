@@ -43,6 +43,31 @@ def make_plan(grid: Grid) -> Plan:
     return Plan(grid, cells, configs)
 
 
+def select_cells(plan: Plan, only: list[str]) -> list[Cell]:
+    """The cells whose labels match every `AXIS=LABEL` of `only` (all cells when it is empty): a
+    part of the grid to run now, such as one seed on each of several machines sharing the
+    grid's layout. A cell without that axis (the base evaluation has no seed) is not selected."""
+    wanted: dict[str, str] = {}
+    axes = {a.name: [v.label for v in a.values] for a in plan.grid.axes}
+    for item in only:
+        name, sep, label = item.partition("=")
+        name, label = name.strip(), label.strip()
+        if not sep or not name or not label:
+            raise GridError(f"--only {item!r}: give it as AXIS=LABEL, e.g. --only seed=seed2")
+        if name not in axes:
+            raise GridError(f"--only {item!r}: the grid has no axis {name!r} (its axes: {', '.join(axes) or 'none'})")
+        if label not in axes[name]:
+            raise GridError(f"--only {item!r}: axis {name!r} has no value {label!r} (its values: "
+                            f"{', '.join(axes[name])})")
+        if wanted.get(name, label) != label:
+            raise GridError(f"--only names axis {name!r} twice, as {wanted[name]!r} and {label!r}")
+        wanted[name] = label
+    picked = [c for c in plan.cells if all(c.labels.get(k) == v for k, v in wanted.items())]
+    if not picked:
+        raise GridError(f"--only {' '.join(only)}: no cell of the grid has all of these labels")
+    return picked
+
+
 def input_key(cfg: Config) -> str:
     """What `preflight` reads: model and tokenizer, task and data, and the verifier."""
     return json.dumps({"model": [cfg.model.path, cfg.model.chat_template], "task": cfg.task.model_dump(mode="json"),

@@ -98,14 +98,17 @@ def execute_cell(job: CellJob, runner: CellRunner, listener: Listener | None = N
 
 
 def run_grid(plan: Plan, out: Path, runner: CellRunner, *, resume: bool = False,
-             executor: Executor | None = None, listener: Listener | None = None) -> list[CellResult]:
-    """Run every cell of `plan` not already finished in `out`; returns one result per cell, in grid order."""
+             executor: Executor | None = None, listener: Listener | None = None,
+             cells: Sequence[Cell] | None = None) -> list[CellResult]:
+    """Run every cell of `plan` (or of `cells`, a part of it) not already finished in `out`;
+    returns one result per cell run or skipped, in grid order. The directory's index always
+    lists the whole grid, so a part run now and the rest run later (or elsewhere) make one grid."""
     out = Path(out)
     layout.prepare(out, resume)
     layout.write_index(out, plan.grid, plan.cells)
     results: dict[str, CellResult] = {}
     jobs = []
-    for cell in plan.cells:
+    for cell in plan.cells if cells is None else cells:
         path = out / cell.name
         if layout.status(path)[0] == "done":
             results[cell.name] = CellResult(cell.name, "skipped")
