@@ -79,9 +79,7 @@ def grid_run(
         cells = select_cells(plan, only or [])
         if not dry_run:
             layout.prepare(out, resume)  # refuse a used directory before the inputs are opened
-    n = {kind: sum(c.kind == kind for c in cells) for kind in ("run", "control", "base")}
-    counts = ", ".join(f"{n[kind]} {what}{'s' * (n[kind] != 1)}"
-                       for kind, what in (("run", "run"), ("control", "control"), ("base", "base evaluation")))
+    counts = _counts(cells)
     if dry_run:
         for c in cells:
             sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
@@ -101,10 +99,7 @@ def grid_run(
 
         executor = RayExecutor(address=None if ray == "local" else ray, cpus_per_cell=cell_cpus,
                                gpus_per_cell=cell_gpus, listener=view)
-    again = f"rolecall grid {grid_file} {' '.join(args or [])} --out {out} --resume".replace("  ", " ")
-    again += "".join(f" --only {o}" for o in only or [])
-    if ray:
-        again += " --ray" + ("" if ray == "local" else f" {ray}")
+    again = _again(grid_file, args or [], out, only or [], ray)
     try:
         with as_user_errors(catch_interrupt=False), view:
             results = run_grid(plan, out, run_cell, resume=resume, executor=executor, listener=view, cells=cells)
@@ -121,6 +116,20 @@ def grid_run(
                   highlight=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _counts(cells) -> str:
+    """"2 runs, 1 control, 0 base evaluations": what a (part of a) grid holds."""
+    n = {kind: sum(c.kind == kind for c in cells) for kind in ("run", "control", "base")}
+    return ", ".join(f"{n[kind]} {what}{'s' * (n[kind] != 1)}"
+                     for kind, what in (("run", "run"), ("control", "control"), ("base", "base evaluation")))
+
+
+def _again(grid_file: Path, args: list[str], out: Path, only: list[str], ray: str | None) -> str:
+    """The command that continues this grid after a stop."""
+    again = f"rolecall grid {grid_file} {' '.join(args)} --out {out} --resume".replace("  ", " ")
+    again += "".join(f" --only {o}" for o in only)
+    return again + (" --ray" + ("" if ray == "local" else f" {ray}") if ray else "")
 
 
 @grid_app.command("report")
