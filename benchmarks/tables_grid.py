@@ -325,10 +325,14 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
     """`benchmarks/results/<file>` (recorded <date> at commit <sha><more>), and which runs it kept
     from an earlier record of the grid (its directory gone) with where those were recorded."""
     prov = provenance_of(doc)
-    kept = doc.get("kept") or {}
-    if kept.get("cells"):
-        was, names = kept.get("from") or {}, ", ".join(kept["cells"])
-        more += (f"; kept from the record of {str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]}"
-                 f" (transformers {(was.get('versions') or {}).get('transformers', '?')}): {names}")
+    origins: dict[str, list[str]] = {}  # where each kept run was first recorded (a record kept twice keeps that)
+    runs = doc.get("runs")
+    for run in runs if isinstance(runs, list) else []:
+        if isinstance(run, dict) and (was := run.get("kept_from")):
+            where = (f"{str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]} "
+                     f"(transformers {(was.get('versions') or {}).get('transformers', '?')})")
+            origins.setdefault(where, []).append(run.get("cell", "?"))
+    for where, names in origins.items():
+        more += f"; kept from the record of {where}: {', '.join(names)}"
     return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
             f"{str(prov.get('commit', '?'))[:7]}{more})")

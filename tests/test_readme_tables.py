@@ -288,9 +288,9 @@ def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_pa
     doc = {"provenance": {"commit": "abc1234", "date": "2026-12-04"},
            "axes": [{"name": "training", "role": "method", "labels": ["co_trained", "frozen_peers", "co_trained_plain"]},
                     {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
-           "kept": {"cells": ["co_trained-seed0"], "from": {"commit": "fedcba9", "date": "2026-12-01",
-                                                             "versions": {"transformers": "5.24.0"}}},
-           "runs": [run("run", 0, (0.2, 0.5, 0.7), deb, "co_trained"), run("run", 1, (0.2, 0.6, 0.6), deb, "co_trained"),
+           "runs": [{**run("run", 0, (0.2, 0.5, 0.7), deb, "co_trained"),
+                     "kept_from": {"commit": "fedcba9", "date": "2026-12-01", "versions": {"transformers": "5.24.0"}}},
+                    run("run", 1, (0.2, 0.6, 0.6), deb, "co_trained"),
                     run("run", 0, (0.2, 0.4, 0.5), deb, "frozen_peers"), run("run", 1, (0.2, 0.4, 0.3), deb, "frozen_peers"),
                     run("run", 0, (0.2, 0.3, 0.3), deb, "co_trained_plain", status="started")]}
     (tmp_path / "real_debate.json").write_text(json.dumps(doc))
