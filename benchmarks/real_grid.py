@@ -151,12 +151,11 @@ def collect(grid_dir: Path, long_dir: Path | None = None) -> dict:
     return {"grid": str(grid_dir), "axes": g.axes,
             "runs": [run_record(g, r) for r in g.runs] + [{**run_record(g, r), "kind": "long_control"} for r in longs],
             "against_control": comparisons, **({"long_controls": str(long_dir)} if long_dir else {}),
-            "cells": _counts(g.runs)}
+            "cells": _counts([r.status for r in g.runs])}
 
 
-def _counts(runs) -> dict:
-    status = [r["status"] if isinstance(r, dict) else r.status for r in runs]
-    return {s: status.count(s) for s in ("done", "failed", "started", "pending")}
+def _counts(statuses: list[str]) -> dict:
+    return {s: statuses.count(s) for s in ("done", "failed", "started", "pending")}
 
 
 def _comparison(r: dict) -> dict:
@@ -208,7 +207,7 @@ def keep_from(doc: dict, earlier: dict, source: str) -> dict:
         runs.append(r)
     g = GridData(Path(doc["grid"]), doc["axes"], [_run_of_record(r) for r in runs if r["status"] == "done"])
     return {**doc, "runs": runs, "against_control": [_comparison(r) for r in matching.comparisons(g)],
-            "kept": {"cells": kept, "from": where}, "cells": _counts(runs)}
+            "kept": {"cells": kept, "from": where}, "cells": _counts([r["status"] for r in runs])}
 
 
 def main(argv: list[str] | None = None) -> int:

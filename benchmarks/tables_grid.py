@@ -325,14 +325,19 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
     """`benchmarks/results/<file>` (recorded <date> at commit <sha><more>), and which runs it kept
     from an earlier record of the grid (its directory gone) with where those were recorded."""
     prov = provenance_of(doc)
-    origins: dict[str, list[str]] = {}  # where each kept run was first recorded (a record kept twice keeps that)
+    return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
+            f"{str(prov.get('commit', '?'))[:7]}{more}{_kept(doc)})")
+
+
+def _kept(doc: dict) -> str:
+    """"; kept from the record of <date> at commit <sha> (transformers <v>): <cells>" for each origin
+    of the runs a grid record kept from an earlier one (`real_grid.py --keep-from`); each run
+    carries where it was first recorded. Records of other shapes (runs by arm) keep none."""
     runs = doc.get("runs")
+    origins: dict[str, list[str]] = {}
     for run in runs if isinstance(runs, list) else []:
-        if isinstance(run, dict) and (was := run.get("kept_from")):
+        if was := run.get("kept_from"):
             where = (f"{str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]} "
                      f"(transformers {(was.get('versions') or {}).get('transformers', '?')})")
             origins.setdefault(where, []).append(run.get("cell", "?"))
-    for where, names in origins.items():
-        more += f"; kept from the record of {where}: {', '.join(names)}"
-    return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
-            f"{str(prov.get('commit', '?'))[:7]}{more})")
+    return "".join(f"; kept from the record of {where}: {', '.join(names)}" for where, names in origins.items())
