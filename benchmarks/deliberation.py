@@ -12,6 +12,8 @@ the supervised bootstrap, the SoftRankPO policy and the oracle) and its action-r
         # -> results/deliberation_smollm2-deliberation.json, docs/img/deliberation_smollm2-deliberation_actions.svg
     python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml --out runs/mpdf --resume
         # after a stop: seeds finished under --out are kept, one stopped midway continues, the rest run
+    python benchmarks/deliberation.py --config configs/real/smollm2-deliberation.yaml --seeds 1 \
+        --keep-from old.json   # a copy of the committed record: its other seeds are kept (their folders gone)
 
 Beside the means, each arm is paired with the trained policy by seed: trained minus the arm,
 its mean and 95 % t interval over the seeds.
@@ -32,7 +34,7 @@ from pathlib import Path
 from statistics import fmean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.provenance import write_result  # noqa: E402
+from benchmarks.provenance import origin, write_result  # noqa: E402
 from benchmarks.learning import CONFIGS, HERE, clear_own, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "deliberation.json"
@@ -150,6 +152,24 @@ def run_seeds(seeds: list[int], root: Path, made_by: dict, resume: bool, run) ->
     return runs
 
 
+def check_kept(earlier: dict, source: str, config: str, model_sha: str | None) -> None:
+    """Refuse, before anything runs, to keep runs from a record of another config or other weights."""
+    if earlier.get("config") != config:
+        raise SystemExit(f"--keep-from {source}: it records {earlier.get('config')!r}, not {config!r}")
+    theirs = (earlier.get("provenance") or {}).get("model_sha256")
+    if theirs and model_sha and theirs != model_sha:
+        raise SystemExit(f"--keep-from {source}: its runs used weights {theirs[:16]}…, these are {model_sha[:16]}…")
+
+
+def keep_from(runs: list[dict], earlier: dict, source: str) -> list[dict]:
+    """`runs` and every seed of `earlier` (a record of the same config, from `source`) that this
+    sitting did not run, each kept one marked with where it was first recorded; in seed order."""
+    done = {r["seed"] for r in runs}
+    where = origin(earlier, source)
+    kept = [{**r, "kept_from": r.get("kept_from") or where} for r in earlier["runs"] if r["seed"] not in done]
+    return sorted(runs + kept, key=lambda r: r["seed"])
+
+
 def paired_with_trained(runs: list[dict]) -> dict:
     """Per arm: trained minus the arm's validation accuracy by seed, the mean and 95 % t interval."""
     from rolecall.grid.matching import Paired
@@ -172,6 +192,17 @@ def outputs(config: Path, result: Path | None, plot: Path | None) -> tuple[Path,
     return result or RESULT.with_name(f"deliberation_{stem}.json"), plot or PLOT.with_name(f"deliberation_{stem}_actions.svg")
 
 
+def summary(runs: list[dict], shown: str) -> dict:
+    """The record: mean validation accuracy per arm over the seeds, each arm paired with the
+    trained policy by seed, the bar and every seed's run."""
+    arms = list(runs[0]["validation"])
+    mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
+    passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))
+    return {"config": shown, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean, "trained_minus": paired_with_trained(runs),
+            "bar": "trained > sft, persist and refine (mean over seeds)", "passed": passed, "runs": runs}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -186,28 +217,34 @@ def main() -> int:
     ap.add_argument("--resume", action="store_true",
                     help="keep each seed this benchmark finished earlier under --out (same --config and --model), "
                          "continue one it stopped midway, run the rest")
+    ap.add_argument("--keep-from", type=Path, default=None,
+                    help="an earlier record of this config whose run folders are gone: its seeds not in --seeds "
+                         "are kept in the new record, each marked with where it was recorded")
     args = ap.parse_args()
     args.result, args.plot = outputs(args.config, args.result, args.plot)
-    runs = run_seeds(args.seeds, args.out, {"config": str(args.config.resolve()), "model": args.model}, args.resume,
-                     lambda seed, out, resumed: run_seed(seed, out, args.model, args.config, resumed))
-    arms = list(runs[0]["validation"])
-    mean = {a: round(fmean(r["validation"][a]["accuracy"] for r in runs), 4) for a in arms}
-    passed = all(mean["trained"] > mean[b] for b in ("sft", "persist", "refine"))
-    config = args.config.resolve()
-    shown = config.relative_to(HERE.parent) if config.is_relative_to(HERE.parent) else config
-    result = {"config": str(shown), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "date": time.strftime("%Y-%m-%d"), "mean_accuracy": mean, "trained_minus": paired_with_trained(runs),
-              "bar": "trained > sft, persist and refine (mean over seeds)", "passed": passed, "runs": runs}
-    args.result.parent.mkdir(parents=True, exist_ok=True)
     import yaml
 
+    from benchmarks.provenance import weights_sha256
     from rolecall.policies.model import resolve_model_dir
 
+    config = args.config.resolve()
+    shown = str(config.relative_to(HERE.parent) if config.is_relative_to(HERE.parent) else config)
     model = args.model or ((yaml.safe_load(config.read_text()) or {}).get("model") or {}).get("path")
-    write_result(args.result, result, model_dir=resolve_model_dir(model) if model else "embedded")
+    model_dir = resolve_model_dir(model) if model else "embedded"
+    earlier = json.loads(args.keep_from.read_text()) if args.keep_from else None  # before the result overwrites it
+    if earlier is not None:
+        check_kept(earlier, str(args.keep_from), shown, weights_sha256(model_dir) if model else None)
+    runs = run_seeds(args.seeds, args.out, {"config": str(config), "model": args.model}, args.resume,
+                     lambda seed, out, resumed: run_seed(seed, out, args.model, args.config, resumed))
+    if earlier is not None:
+        runs = keep_from(runs, earlier, str(args.keep_from))
+    result = summary(runs, shown)
+    args.result.parent.mkdir(parents=True, exist_ok=True)
+    write_result(args.result, result, model_dir=model_dir)
     write_curves(runs, args.plot)
-    print(f"mean validation accuracy: {json.dumps(mean)}; bar {'met' if passed else 'NOT met'}; wrote {args.result}")
-    return 0 if passed else 1
+    print(f"mean validation accuracy over {len(runs)} seeds: {json.dumps(result['mean_accuracy'])}; "
+          f"bar {'met' if result['passed'] else 'NOT met'}; wrote {args.result}")
+    return 0 if result["passed"] else 1
 
 
 if __name__ == "__main__":

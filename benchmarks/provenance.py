@@ -106,6 +106,13 @@ def provenance_of(doc: dict) -> dict:
     return doc.get("provenance") or doc
 
 
+def origin(record: dict, source: str) -> dict:
+    """Where a run kept from an earlier record (its run folder gone) was first recorded: the
+    record's file, commit, date, library versions and weights hash."""
+    prov = provenance_of(record)
+    return {"result": source, **{k: prov.get(k) for k in ("commit", "dirty", "date", "versions", "model_sha256")}}
+
+
 def latest(entries: list[dict], *fields: str) -> list[dict]:
     """The newest entry for each combination of `fields` (entries are in the order they were added)."""
     out: dict[str, dict] = {}

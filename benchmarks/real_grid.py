@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
-from benchmarks.provenance import write_result  # noqa: E402
+from benchmarks.provenance import origin, write_result  # noqa: E402
 
 GRID = HERE.parent / "configs" / "grids" / "real.yaml"
 RESULT = HERE / "results" / "real_grid.json"
@@ -196,8 +196,7 @@ def keep_from(doc: dict, earlier: dict, source: str) -> dict:
     shape = lambda d: [(a["name"], a["role"], list(a["labels"])) for a in d.get("axes") or []]  # noqa: E731
     if shape(doc) != shape(earlier):
         raise SystemExit(f"--keep-from {source}: its axes {shape(earlier)} are not this grid's {shape(doc)}")
-    prov = earlier.get("provenance") or {}
-    where = {"result": source, **{k: prov.get(k) for k in ("commit", "dirty", "date", "versions", "model_sha256")}}
+    where = origin(earlier, source)
     old = {r["cell"]: r for r in earlier["runs"] if r["status"] == "done"}
     runs, kept = [], []
     for r in doc["runs"]:

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
 from benchmarks.tables_debate import maporl_arms, maporl_paired  # noqa: E402
+from benchmarks.tables_deliberation import DELIBERATORS, mpdf_real, mpdf_real_actions  # noqa: E402
 from benchmarks.tables_grid import (  # noqa: E402
     dac_arms, dac_paired, real_grid_cells, real_grid_matched, real_grid_role_shapes, real_grid_roles, real_interventions)
 
@@ -29,7 +30,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 # Every document whose tables are generated: a block may sit in any of them.
 DOCUMENTS = [README, ROOT / "benchmarks" / "README.md", ROOT / "docs" / "real_tier.md", ROOT / "docs" / "findings.md",
-             ROOT / "docs" / "search_answer.md", ROOT / "docs" / "debate.md"]
+             ROOT / "docs" / "search_answer.md", ROOT / "docs" / "debate.md", ROOT / "docs" / "deliberation.md"]
 BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -367,11 +368,6 @@ def claims_chain() -> str:
     return "\n".join(rows) + "\n"
 
 
-DELIBERATORS = [("persist", "always PERSIST (majority of the first answers)"), ("refine", "always REFINE"),
-                ("concede", "always CONCEDE"), ("sft", "supervised bootstrap (π_sft)"),
-                ("trained", "**SoftRankPO**"), ("oracle", "oracle (knows the answer; a ceiling)")]
-
-
 def claims_deliberation() -> str:
     """deliberation.json: validation accuracy of each deliberator per seed and the mean."""
     doc = _load("deliberation.json")
@@ -546,6 +542,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "real_grid_cells": real_grid_cells, "real_grid_matched": real_grid_matched, "real_grid_roles": real_grid_roles,
     "real_grid_role_shapes": real_grid_role_shapes, "real_interventions": real_interventions,
     "dac_arms": dac_arms, "dac_paired": dac_paired, "maporl_arms": maporl_arms, "maporl_paired": maporl_paired,
+    "mpdf_real": mpdf_real, "mpdf_real_actions": mpdf_real_actions,
     "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
     "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,

@@ -331,13 +331,14 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
 
 def _kept(doc: dict) -> str:
     """"; kept from the record of <date> at commit <sha> (transformers <v>): <cells>" for each origin
-    of the runs a grid record kept from an earlier one (`real_grid.py --keep-from`); each run
-    carries where it was first recorded. Records of other shapes (runs by arm) keep none."""
+    of the runs a record kept from an earlier one (`real_grid.py` or `deliberation.py --keep-from`),
+    named by grid cell or by seed; each run carries where it was first recorded. Records of other
+    shapes (runs by arm) keep none."""
     runs = doc.get("runs")
     origins: dict[str, list[str]] = {}
     for run in runs if isinstance(runs, list) else []:
         if was := run.get("kept_from"):
             where = (f"{str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]} "
                      f"(transformers {(was.get('versions') or {}).get('transformers', '?')})")
-            origins.setdefault(where, []).append(run.get("cell", "?"))
+            origins.setdefault(where, []).append(run.get("cell") or f"seed {run.get('seed', '?')}")
     return "".join(f"; kept from the record of {where}: {', '.join(names)}" for where, names in origins.items())

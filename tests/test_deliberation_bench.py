@@ -9,7 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.deliberation import PLOT, RESULT, SEED_RECORD, outputs, paired_with_trained, run_seeds  # noqa: E402
+from benchmarks.deliberation import (  # noqa: E402
+    PLOT, RESULT, SEED_RECORD, check_kept, keep_from, outputs, paired_with_trained, run_seeds, summary)
 from benchmarks.learning import clear_own  # noqa: E402
 
 
@@ -125,3 +126,27 @@ def test_resume_continues_a_seed_this_benchmark_stopped_midway_and_no_other(tmp_
     run_seeds([1], tmp_path, made_by, False,
               lambda seed, out, resumed: (out.mkdir(parents=True), finish(seed, out, resumed))[1])
     assert calls == [(1, False, False)]  # without --resume a stopped seed runs again from nothing
+
+
+def test_a_lost_seed_folder_is_kept_from_the_earlier_record():
+    """Seed 1 runs today; seeds 0 and 2 come from the committed record (their folders gone), each
+    marked with where it was first recorded; the means and pairs are over all three."""
+    old = [{"seed": s, "wall_s": 1.0, **_run(trained=0.5 + s / 10, persist=0.4, sft=0.4, refine=0.3)} for s in (0, 1, 2)]
+    earlier = {**summary(old, "configs/real/x.yaml"),
+               "provenance": {"commit": "abc", "dirty": False, "date": "2026-12-01", "versions": {"transformers": "5.24.0"},
+                              "model_sha256": "f" * 64, "machine": {"cores": 2}}}
+    earlier["runs"][2] = {**earlier["runs"][2], "kept_from": {"result": "first.json", "commit": "0ld"}}
+    today = [{"seed": 1, "wall_s": 2.0, **_run(trained=0.9, persist=0.4, sft=0.4, refine=0.3)}]
+    runs = keep_from(today, earlier, "old.json")
+    assert [r["seed"] for r in runs] == [0, 1, 2] and runs[1] == today[0]  # today's seed 1 replaces the old one
+    assert runs[0]["kept_from"] == {"result": "old.json", "commit": "abc", "dirty": False, "date": "2026-12-01",
+                                    "versions": {"transformers": "5.24.0"}, "model_sha256": "f" * 64}
+    assert runs[2]["kept_from"] == {"result": "first.json", "commit": "0ld"}  # kept twice: still its first origin
+    doc = summary(runs, "configs/real/x.yaml")
+    assert doc["mean_accuracy"]["trained"] == pytest.approx((0.5 + 0.9 + 0.7) / 3)
+    assert doc["trained_minus"]["persist"]["values"] == pytest.approx([0.1, 0.5, 0.3])
+    check_kept(earlier, "old.json", "configs/real/x.yaml", "f" * 64)  # same config and weights: fine
+    with pytest.raises(SystemExit, match="records 'configs/real/x.yaml', not 'configs/real/y.yaml'"):
+        check_kept(earlier, "old.json", "configs/real/y.yaml", "f" * 64)
+    with pytest.raises(SystemExit, match="its runs used weights ffffffffffffffff…, these are 0000"):
+        check_kept(earlier, "old.json", "configs/real/x.yaml", "0" * 64)

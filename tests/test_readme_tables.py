@@ -311,3 +311,38 @@ def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_pa
     assert vs_control.split(" | ")[1:7] == ["2", "+0.05 [-0.59, +0.69]", "+0.05 [-0.59, +0.69]",
                                            "-0.40 [-0.40, -0.40]", "+0.05 [-0.59, +0.69]", "+0.10 [-0.54, +0.74] |"]
     assert "| co-trained, incentives off − single-agent control (the matrix's) | 0 | – |" in tables_debate.maporl_paired()
+
+
+def test_the_mpdf_tables_pair_the_trained_policy_by_seed_and_show_its_actions(tmp_path, monkeypatch):
+    """Each deliberator per seed and its mean, SoftRankPO minus each paired by seed with a 95 % t
+    interval; the action rates per round at SoftRankPO's first and last evaluation; a seed kept
+    from an earlier record named by seed with where it was recorded."""
+    from benchmarks import tables_deliberation
+    from benchmarks.deliberation import summary
+
+    monkeypatch.setattr(tables_deliberation, "REAL", tmp_path / "d.json")
+    assert "No record yet" in tables_deliberation.mpdf_real()
+
+    def run(seed, trained, persist):
+        acc = dict(persist=persist, refine=0.2, concede=0.3, sft=persist, trained=trained, oracle=0.6)
+        curve = [{"softrank_step": s, "accuracy": trained, "round0_persist": p, "round0_refine": 1 - p,
+                  "round0_concede": 0.0, "round1_persist": 1.0, "round1_refine": 0.0, "round1_concede": None}
+                 for s, p in ((0, 1.0), (300, 0.5 + seed / 10))]
+        return {"seed": seed, "validation": {k: {"accuracy": v} for k, v in acc.items()}, "action_curve": curve}
+
+    doc = summary([{**run(0, 0.40, 0.37), "kept_from": {"commit": "fedcba9", "date": "2026-12-01",
+                                                        "versions": {"transformers": "5.24.0"}}},
+                   run(1, 0.30, 0.35)], "configs/real/smollm2-deliberation.yaml")
+    (tmp_path / "d.json").write_text(json.dumps({**doc, "provenance": {"commit": "abc1234", "date": "2026-12-04"}}))
+    table = tables_deliberation.mpdf_real()
+    rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    # 0.40 - 0.37, 0.30 - 0.35: mean -0.01, t(1) = 12.71 times the standard error 0.04
+    assert rows["| always PERSIST (majority of the first answers)"] == \
+        "| always PERSIST (majority of the first answers) | 0.37 | 0.35 | 0.360 | -0.01 [-0.52, +0.50] |"
+    assert rows["| **SoftRankPO**"] == "| **SoftRankPO** | 0.40 | 0.30 | 0.350 | – |"
+    assert "2 of 3 seeds" in table and "commit abc1234" in table
+    assert "kept from the record of 2026-12-01 at commit fedcba9 (transformers 5.24.0): seed 0" in table
+    actions = tables_deliberation.mpdf_real_actions()
+    assert "| 1 | 1.00 → 0.55 | 0.00 → 0.45 | 0.00 → 0.00 |" in actions  # round 0: (0.5 + 0.6) / 2 at step 300
+    assert "| 2 | 1.00 → 1.00 | 0.00 → 0.00 | – → – |" in actions  # a rate never recorded is not a zero
+    assert "SoftRankPO step 0 → 300" in actions
