@@ -50,7 +50,8 @@ def mpdf_real_actions() -> str:
     curves = [r["action_curve"] for r in runs if r.get("action_curve")]
     if not curves:
         return "_The record holds no action curves._\n"
-    rounds = sorted({int(k[5]) for k in curves[0][0] if k.startswith("round")})
+    # the record keeps three rounds' keys whatever the config ran; a round never recorded is not shown
+    rounds = sorted({int(k[5]) for c in curves for p in c for k, v in p.items() if k.startswith("round") and v is not None})
     rows = ["| round | " + " | ".join(f"{a.upper()}: first → last" for a in ACTIONS) + " |",
             "|---" * (len(ACTIONS) + 1) + "|"]
     for t in rounds:
@@ -64,4 +65,4 @@ def mpdf_real_actions() -> str:
         rows.append(f"| {t + 1} | " + " | ".join(cells) + " |")
     steps = sorted({c[-1]["softrank_step"] for c in curves})
     return "\n".join(rows) + (f"\n\nSoftRankPO step 0 → {', '.join(map(str, steps))}, greedy on validation, mean of "
-                              f"{len(curves)} seeds; the whole curve is `docs/img/deliberation_smollm2-deliberation_actions.svg`.\n")
+                              f"{len(curves)} seed{'s' if len(curves) > 1 else ''}; the whole curve is `docs/img/deliberation_smollm2-deliberation_actions.svg`.\n")

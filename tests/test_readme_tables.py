@@ -326,7 +326,8 @@ def test_the_mpdf_tables_pair_the_trained_policy_by_seed_and_show_its_actions(tm
     def run(seed, trained, persist):
         acc = dict(persist=persist, refine=0.2, concede=0.3, sft=persist, trained=trained, oracle=0.6)
         curve = [{"softrank_step": s, "accuracy": trained, "round0_persist": p, "round0_refine": 1 - p,
-                  "round0_concede": 0.0, "round1_persist": 1.0, "round1_refine": 0.0, "round1_concede": None}
+                  "round0_concede": 0.0, "round1_persist": 1.0, "round1_refine": 0.0, "round1_concede": None,
+                  "round2_persist": None, "round2_refine": None, "round2_concede": None}
                  for s, p in ((0, 1.0), (300, 0.5 + seed / 10))]
         return {"seed": seed, "validation": {k: {"accuracy": v} for k, v in acc.items()}, "action_curve": curve}
 
@@ -345,4 +346,5 @@ def test_the_mpdf_tables_pair_the_trained_policy_by_seed_and_show_its_actions(tm
     actions = tables_deliberation.mpdf_real_actions()
     assert "| 1 | 1.00 → 0.55 | 0.00 → 0.45 | 0.00 → 0.00 |" in actions  # round 0: (0.5 + 0.6) / 2 at step 300
     assert "| 2 | 1.00 → 1.00 | 0.00 → 0.00 | – → – |" in actions  # a rate never recorded is not a zero
-    assert "SoftRankPO step 0 → 300" in actions
+    assert "| 3 |" not in actions  # a round the config did not run
+    assert "SoftRankPO step 0 → 300, greedy on validation, mean of 2 seeds" in actions
