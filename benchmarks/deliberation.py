@@ -44,10 +44,16 @@ SEED_RECORD = "benchmark_seed.json"  # one finished seed's record, kept in its r
 COLORS = {"persist": "#1f77b4", "refine": "#ff7f0e", "concede": "#2ca02c"}
 
 
+def rounds_in(curves: list[list[dict]]) -> list[int]:
+    """The rounds an action curve recorded. Records written before 2026-12-05 hold three rounds'
+    keys whatever the config ran, with None for a round not run: that round is not one."""
+    return sorted({int(k[5]) for c in curves for p in c for k, v in p.items() if k.startswith("round") and v is not None})
+
+
 def write_curves(runs: list[dict], path: Path) -> None:
     """One panel per round: the share of each action while SoftRankPO trains (mean over seeds)."""
     steps = [p["softrank_step"] for p in runs[0]["action_curve"]]
-    rounds = sorted({int(k[5]) for k in runs[0]["action_curve"][0] if k.startswith("round")})
+    rounds = rounds_in([r["action_curve"] for r in runs])
     pw, ph, left, top, gap = 260, 170, 44, 34, 26
     width, height = left + len(rounds) * (pw + gap), top + ph + 62
     xmax = max(steps) or 1
@@ -101,7 +107,8 @@ def run_seed(seed: int, out: Path, model: str | None, config: Path = CONFIGS / "
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     prefix = f"policy/{report['policy']}/val/"
     curve = [{"softrank_step": r["step"], "accuracy": r[prefix + "accuracy"],
-              **{f"round{t}_{a}": r.get(f"{prefix}round{t}_{a}") for t in range(3) for a in ACTIONS}}
+              **{f"round{t}_{a}": r[f"{prefix}round{t}_{a}"] for t in range(3) for a in ACTIONS
+                 if f"{prefix}round{t}_{a}" in r}}  # only the rounds the config ran
              for r in rows if r.get("stage") == "softrank_eval"]
     weights = json.loads((out / "fingerprint.json").read_text())["model"].get("weights")
     return {"seed": seed, "wall_s": round(time.time() - t0, 1), "resumed": resume, "base_weights": weights,

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from statistics import fmean
 
+from benchmarks.deliberation import rounds_in
 from benchmarks.tables_grid import interval, recorded
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -36,7 +37,7 @@ def mpdf_real() -> str:
     for key, label in DELIBERATORS:
         accs = [r["validation"][key]["accuracy"] for r in runs]
         pair = "–" if key == "trained" else interval(doc["trained_minus"].get(key) or {})
-        rows.append(f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | {fmean(accs):.3f} | {pair} |")
+        rows.append(f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | {doc['mean_accuracy'][key]:.3f} | {pair} |")
     return "\n".join(rows) + (f"\n\n{len(runs)} of {REAL_SEEDS} seeds; validation accuracy on the config's `task.n_val` "
                               f"problems; intervals are 95 % t over the seeds. From {recorded(doc, REAL)}.\n")
 
@@ -50,8 +51,7 @@ def mpdf_real_actions() -> str:
     curves = [r["action_curve"] for r in runs if r.get("action_curve")]
     if not curves:
         return "_The record holds no action curves._\n"
-    # the record keeps three rounds' keys whatever the config ran; a round never recorded is not shown
-    rounds = sorted({int(k[5]) for c in curves for p in c for k, v in p.items() if k.startswith("round") and v is not None})
+    rounds = rounds_in(curves)
     rows = ["| round | " + " | ".join(f"{a.upper()}: first → last" for a in ACTIONS) + " |",
             "|---" * (len(ACTIONS) + 1) + "|"]
     for t in rounds:
