@@ -258,6 +258,32 @@ def test_meta_policy_run_killed_in_softrank_resumes_to_the_same_weights(tmp_path
     assert steps == list(range(1, total + 1))  # nothing logged twice, nothing lost
 
 
+def test_a_signal_in_the_corpus_stage_stops_at_once_keeping_the_finished_stages(tmp_path):
+    """The corpus stage saves only when it ends (20 minutes on SmolLM2): a first SIGTERM used to
+    wait for its end, past any scheduler's grace period. Now it stops at once; states and the
+    bootstrap stay, and the command to continue is named."""
+    cfg = tmp_path / "delib.yaml"
+    cfg.write_text(CONFIG.replace("corpus_problems: 10", "corpus_problems: 2000"))
+    out = tmp_path / "run"
+    proc = _train(cfg, out)
+    folder = out / "checkpoints" / "policy-meta"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (folder / "sft.ckpt").exists():
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before the corpus stage"
+    states = (folder / "states.json").read_bytes()
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.time()
+    text, _ = proc.communicate(timeout=120)
+    assert time.time() - t0 < 30, "the stop waited for the stage to end"
+    assert proc.returncode == 128 + signal.SIGTERM, text
+    assert "in the corpus stage" in text and f"rolecall train --resume {out}" in text, text
+    assert "Traceback" not in text, text
+    assert not (folder / "corpus.json").exists() and (folder / "states.json").read_bytes() == states
+    stages = {json.loads(x)["stage"] for x in (out / "metrics.jsonl").read_text().splitlines()}
+    assert stages == {"states", "sft"}
+
+
 def test_the_example_config_trains_a_meta_policy_end_to_end(tiny_model_dir, tmp_path):
     from typer.testing import CliRunner
 

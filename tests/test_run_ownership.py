@@ -166,3 +166,24 @@ def test_a_signal_delivered_twice_at_once_counts_once_and_a_later_one_stops():
         with pytest.raises(KeyboardInterrupt, match="second SIGTERM"):
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, "handlers are restored"
+
+
+def test_inside_unsaved_work_the_first_signal_stops_at_once():
+    """Work that saves only when it ends has no step to finish: waiting would run it to its end."""
+    from rolecall.rundir.stop import StopRequest, TrainingStopped
+
+    said: list[str] = []
+    with StopRequest(said.append) as stop:
+        with pytest.raises(TrainingStopped, match="in corpus by SIGTERM") as e:
+            with stop.unsaved(lambda name: f"in corpus by {name}"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # not reached: the handler raises at once
+        assert e.value.exit_code == 128 + signal.SIGTERM and not said
+        with pytest.raises(TrainingStopped, match="already asked: SIGTERM"):  # a request made before the block
+            with stop.unsaved(lambda name: f"already asked: {name}"):
+                raise AssertionError("the block must not start")
+    with StopRequest(said.append) as stop:
+        with stop.unsaved(lambda name: "unused"):
+            pass
+        os.kill(os.getpid(), signal.SIGINT)  # after the block: the graceful request again
+        assert stop.requested and len(said) == 1

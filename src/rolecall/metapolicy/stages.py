@@ -130,7 +130,8 @@ class MetaPolicyRun:
             return self._load_json("states.json")
         problems = _problems(self.host.train_P, self.mp.seed, 0, self.mp.sft_problems)
         t0 = time.time()
-        eps = self.deliberate(problems, RandomDeliberator(self.mp.seed), seed=self.mp.seed + 1)
+        with self.host.unsaved("states"):
+            eps = self.deliberate(problems, RandomDeliberator(self.mp.seed), seed=self.mp.seed + 1)
         rows = labelled_states(eps, self.host.workflow.n_agents)
         if not rows:
             raise RuntimeError("no labelled state: every answer was unscorable; check the verifier and samples")
@@ -166,8 +167,9 @@ class MetaPolicyRun:
             return self._load_json("corpus.json")
         problems = _problems(self.host.train_P, self.mp.seed, self.mp.sft_problems, self.mp.corpus_problems)
         t0 = time.time()
-        eps = self.deliberate(problems, MetaDeliberator(copy.deepcopy(sft_policy), greedy=False, seed=self.mp.seed),
-                              counterfactual=True, seed=self.mp.seed + 2)
+        with self.host.unsaved("corpus"):
+            eps = self.deliberate(problems, MetaDeliberator(copy.deepcopy(sft_policy), greedy=False, seed=self.mp.seed),
+                                  counterfactual=True, seed=self.mp.seed + 2)
         rows = [row for ep in eps for row in ep.info.get("deliberation_corpus", [])]
         if not rows:
             raise RuntimeError("the offline corpus is empty: no episode finished its branches")
@@ -198,8 +200,9 @@ class MetaPolicyRun:
             self.host.notify(f"meta-policy {mp.name}: SoftRankPO resumes at step {start} of {total}")
         if start >= total:
             return policy
-        if start == 0:
-            self.evaluate_policy(policy, 0)
+        if start == 0:  # nothing saved yet: a resume evaluates step 0 again
+            with self.host.unsaved("SoftRankPO (its step-0 evaluation)"):
+                self.evaluate_policy(policy, 0)
 
         def on_step(step: int, pol, optimizer, metrics: dict) -> bool:
             self.host.emit("meta", {"stage": "softrank", "step": step,
@@ -238,7 +241,8 @@ class MetaPolicyRun:
                 "trained": MetaDeliberator(copy.deepcopy(trained)), "oracle": OracleDeliberator()}
         results = {}
         for name, deliberator in arms.items():
-            results[name] = self.validation(deliberator)
+            with self.host.unsaved("eval"):  # its report is written once every arm is in
+                results[name] = self.validation(deliberator)
             self.host.emit("meta", {"stage": "eval", "step": 0, "arm": name,
                                     **{f"{self.prefix}/eval/{name}/{k}": v for k, v in results[name].items()}})
         return results

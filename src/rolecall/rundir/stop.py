@@ -4,6 +4,10 @@ The first signal only asks: the loop finishes the step it is in, saves a checkpo
 raises `TrainingStopped`, which names the saved step and the command that resumes it. A
 second signal, at least `DUPLICATE_S` later, stops at once (KeyboardInterrupt); the last
 saved checkpoint stays intact, since every save is atomic.
+
+Work that saves nothing until it ends (a meta-policy's 20-minute corpus stage) has no step to
+finish: inside `StopRequest.unsaved` the first signal stops at once, as `TrainingStopped`, since
+waiting would only run the stage to its end past a scheduler's grace period.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -49,6 +54,7 @@ class StopRequest:
         self.signum: int | None = None
         self._at = 0.0
         self._previous: dict[int, object] = {}
+        self._unsaved: Callable[[str], str] | None = None
 
     @property
     def requested(self) -> bool:
@@ -62,12 +68,27 @@ class StopRequest:
         now = time.monotonic()
         if self.signum is None:
             self.signum, self._at = signum, now
+            if self._unsaved is not None:
+                raise TrainingStopped(self._unsaved(self.name), signum, 0, None)
             self.notify(f"{signal.Signals(signum).name}: finishing this step, then saving a checkpoint "
                         "(send it again to stop at once)")
             return
         if now - self._at < DUPLICATE_S:
             return  # the same event delivered twice (a wrapper forwarding it, a scheduler signalling every process)
         raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping at once")
+
+    @contextmanager
+    def unsaved(self, message: Callable[[str], str]):
+        """A block that saves nothing until it ends: a stop request made before it, or a signal
+        inside it, raises `TrainingStopped` at once with `message(signal name)` (which should say
+        what is kept and how to resume)."""
+        if self.requested:
+            raise TrainingStopped(message(self.name), self.signum, 0, None)
+        self._unsaved = message
+        try:
+            yield
+        finally:
+            self._unsaved = None
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():

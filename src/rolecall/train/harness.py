@@ -110,6 +110,15 @@ class Harness:
         """The error to raise after saving on a stop request (its exit code is the signal's)."""
         return TrainingStopped(message, self.stop.signum, step, checkpoint)
 
+    def unsaved(self, stage: str):
+        """A block for a stage that saves only when it ends: a stop request stops it at once (its
+        work so far is dropped; a resume runs it again) instead of letting it run to its end."""
+        from rolecall.rundir.stop import resume_command
+
+        return self.stop.unsaved(lambda name: (
+            f"stopped by {name} in the {stage} stage, which saves only when it ends: its work so far is dropped and "
+            f"a resume runs it again; every finished stage is kept. Continue with: {resume_command(self.path)}"))
+
     def keep_rows(self, keep: Callable[[dict], bool]) -> None:
         """Rewrite metrics.jsonl with the rows `keep` accepts (a resume forgets what a killed
         process logged past the state it continues from)."""
