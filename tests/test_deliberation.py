@@ -270,12 +270,15 @@ def test_a_signal_in_the_corpus_stage_stops_at_once_keeping_the_finished_stages(
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not (folder / "sft.ckpt").exists():
         time.sleep(0.02)
-    assert proc.poll() is None, "the run ended before the corpus stage"
+    if proc.poll() is not None:
+        pytest.fail(f"the run ended before the corpus stage:\n{proc.communicate()[0]}")
     states = (folder / "states.json").read_bytes()
     proc.send_signal(signal.SIGTERM)
-    t0 = time.time()
-    text, _ = proc.communicate(timeout=120)
-    assert time.time() - t0 < 30, "the stop waited for the stage to end"
+    try:
+        text, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"the stop waited for the stage to end:\n{proc.communicate()[0]}")
     assert proc.returncode == 128 + signal.SIGTERM, text
     assert "in the corpus stage" in text and f"rolecall train --resume {out}" in text, text
     assert "Traceback" not in text, text
