@@ -187,3 +187,32 @@ def test_inside_unsaved_work_the_first_signal_stops_at_once():
             pass
         os.kill(os.getpid(), signal.SIGINT)  # after the block: the graceful request again
         assert stop.requested and len(said) == 1
+
+
+def test_a_stop_inside_an_episode_coroutine_is_not_swallowed():
+    """Found in CI: a signal landing inside workflow code was wrapped as a workflow error and
+    kept by its asyncio task until every other episode had finished."""
+    import asyncio
+
+    from rolecall.rundir.stop import StopRequest, TrainingStopped
+
+    async def episode(i: int) -> None:
+        try:
+            if i == 0:
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))  # the handler runs here, inside the task
+            await asyncio.sleep(0 if i == 0 else 30)
+        except Exception as e:  # what rollout does with any error in workflow code
+            raise RuntimeError("workflow failed") from e
+
+    async def everything() -> None:
+        # the stopped task keeps its exception unread; asyncio would log that when it is collected
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: None)
+        await asyncio.gather(*(episode(i) for i in range(4)))
+
+    t0 = time.monotonic()
+    with StopRequest(lambda text: None) as stop:
+        with pytest.raises(TrainingStopped, match="stopped in the corpus"):
+            with stop.unsaved(lambda name: "stopped in the corpus"):
+                asyncio.run(everything())
+    assert time.monotonic() - t0 < 10, "the other episodes ran to their end first"

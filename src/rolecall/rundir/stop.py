@@ -45,6 +45,13 @@ class TrainingStopped(Exception):
         return 128 + self.signum
 
 
+class _StopNow(KeyboardInterrupt):
+    """Raised by the handler inside `StopRequest.unsaved`, turned into `TrainingStopped` where
+    the block ends. A KeyboardInterrupt, because only that (and SystemExit) crosses the code in
+    between: workflow code wraps an `Exception` as a WorkflowError, and an asyncio task keeps
+    any other exception until every other episode has finished."""
+
+
 class StopRequest:
     """Installs the handlers while in a `with` block (main thread only; elsewhere it is inert
     and signals keep their usual effect). `signum` is set by the first signal."""
@@ -69,7 +76,7 @@ class StopRequest:
         if self.signum is None:
             self.signum, self._at = signum, now
             if self._unsaved is not None:
-                raise TrainingStopped(self._unsaved(self.name), signum, 0, None)
+                raise _StopNow(signum)
             self.notify(f"{signal.Signals(signum).name}: finishing this step, then saving a checkpoint "
                         "(send it again to stop at once)")
             return
@@ -87,6 +94,8 @@ class StopRequest:
         self._unsaved = message
         try:
             yield
+        except _StopNow:
+            raise TrainingStopped(message(self.name), self.signum, 0, None) from None
         finally:
             self._unsaved = None
 

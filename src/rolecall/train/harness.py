@@ -21,7 +21,7 @@ from rolecall.fsio import write_durable
 from rolecall.rundir.checkpoint import FINGERPRINT
 from rolecall.rundir.directory import RunDir, read_lines
 from rolecall.rundir.fingerprint import ResumeRefused, check_resume, run_fingerprint
-from rolecall.rundir.stop import TrainingStopped
+from rolecall.rundir.stop import TrainingStopped, resume_command
 from rolecall.schema import Config
 from rolecall.train.session import Launch, summarize
 from rolecall.train.stack import Stack, build_stack
@@ -113,8 +113,6 @@ class Harness:
     def unsaved(self, stage: str):
         """A block for a stage that saves only when it ends: a stop request stops it at once (its
         work so far is dropped; a resume runs it again) instead of letting it run to its end."""
-        from rolecall.rundir.stop import resume_command
-
         return self.stop.unsaved(lambda name: (
             f"stopped by {name} in the {stage} stage, which saves only when it ends: its work so far is dropped and "
             f"a resume runs it again; every finished stage is kept. Continue with: {resume_command(self.path)}"))
