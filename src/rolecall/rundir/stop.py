@@ -89,10 +89,10 @@ class StopRequest:
         """A block that saves nothing until it ends: a stop request made before it, or a signal
         inside it, raises `TrainingStopped` at once with `message(signal name)` (which should say
         what is kept and how to resume)."""
-        if self.requested:
-            raise TrainingStopped(message(self.name), self.signum, 0, None)
         self._unsaved = message
         try:
+            if self.requested:  # asked before the block: it does not start
+                raise _StopNow(self.signum)
             yield
         except _StopNow:
             raise TrainingStopped(message(self.name), self.signum, 0, None) from None
