@@ -122,7 +122,8 @@ def run_record(g, run) -> dict:
             "rules_at_last_validation": {k: last_val[k] for k in RULE_KEYS if k in last_val},
             "validations": vals,
             "alarms": {f"{role}: {alarm}": n for (role, alarm), n in run.alarms.items()},
-            "slow_steps": slow_steps(run.rows), "role_shapes": role_shapes(run.rows)}
+            "slow_steps": slow_steps(run.rows), "role_shapes": role_shapes(run.rows),
+            "sittings": (run.summary or {}).get("sittings") or []}  # which commit wrote which steps
 
 
 # Compared with a long control (configs/grids/real_long_control.yaml) where one has run: at equal

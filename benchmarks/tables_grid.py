@@ -326,7 +326,29 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
     from an earlier record of the grid (its directory gone) with where those were recorded."""
     prov = provenance_of(doc)
     return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
-            f"{str(prov.get('commit', '?'))[:7]}{more}{_kept(doc)})")
+            f"{str(prov.get('commit', '?'))[:7]}{more}{_kept(doc)}{_code(doc)})")
+
+
+def _code(doc: dict) -> str:
+    """"; code: <cell> at <sha>, ..., <cell> at <sha> from step 0, <sha> from step 31" for the runs
+    whose directories stored which commit wrote them (each start or resume: `summary.json`'s
+    `sittings`; `+` marks uncommitted changes to rolecall's own files), then the runs that did not.
+    The record's own commit is its last writer's, while the runs of a grid can span commits."""
+    runs = doc.get("runs")
+    said, unknown = [], []
+    for run in runs if isinstance(runs, list) else []:
+        name = run.get("cell") or f"seed {run.get('seed', '?')}"
+        sittings = [s for s in run.get("sittings") or [] if s.get("commit")]
+        at = [f"{s['commit'][:7]}{'+' if s.get('dirty') else ''}" for s in sittings]
+        if not at:
+            unknown.append(name)
+        elif len(set(at)) == 1:
+            said.append(f"{name} at {at[0]}")
+        else:
+            said.append(f"{name} at " + ", ".join(f"{a} from step {s['step']}" for a, s in zip(at, sittings)))
+    if not said:
+        return ""
+    return f"; code: {', '.join(said)}" + (f"; no commit stored for {', '.join(unknown)}" if unknown else "")
 
 
 def _kept(doc: dict) -> str:

@@ -112,7 +112,7 @@ def test_nothing_logged():
     assert s == {"table2": {"roles": {}, "policies": {}}, "amplitude": {"roles": {}, "policies": {}},
                  "accuracy": {"base": None, "peak": None, "peak_step": None, "final": None, "final_step": None,
                               "cliff": None, "fall": None, "fall_from_step": None, "fall_step": None},
-                 "alarms": {}, "steps": 0, "stopped": None}
+                 "alarms": {}, "steps": 0, "stopped": None, "sittings": []}
     unlogged = summarize([{"step": 1, "role/a/entropy": None}])
     assert unlogged["table2"]["roles"]["a"]["chi2_token"] == {"first": None, "peak": None, "peak_step": None,
                                                               "floor": FLOORS["chi2_token"], "base": None,

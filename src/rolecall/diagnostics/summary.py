@@ -12,6 +12,8 @@ From "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and Polic
   of the run's `alarms.cliff_margin` or more.
 - Alarm counts and the last training step.
 - Why the run stopped early (`stopped`: the deadline or the early stop below the peak; null otherwise).
+- Which code wrote it (`sittings`: each start or resume's step, rolecall version and source commit,
+  `rolecall.rundir.sitting`).
 
 Nulls, NaN/Inf and non-numbers are skipped. A step logged twice (a resumed run) keeps its last row, as
 the report does. See docs/diagnostics.md, "Run summary (summary.json)".
@@ -145,6 +147,8 @@ def summarize(rows: list[dict]) -> dict:
         "alarms": dict(sorted(Counter(str(r.get("alarm")) for r in rows if r.get("event") == "alarm").items())),
         "steps": max((r["step"] for r in rows if "event" not in r and "val/accuracy" not in r), default=0),
         "stopped": _stopped(rows),
+        "sittings": [{k: r.get(k) for k in ("step", "rolecall", "commit", "dirty")}
+                     for r in rows if r.get("event") == "sitting"],
     }
 
 

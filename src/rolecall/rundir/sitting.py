@@ -1,0 +1,46 @@
+"""Which code wrote a run: rolecall's version, and its source commit when rolecall runs from a git
+checkout, written to metrics.jsonl as a "sitting" event each time a run starts or resumes.
+
+A run that is resumed can span several commits (a long run continued after a fix elsewhere in
+the tree); a result read from it should say which code wrote which steps. The event's step is
+where the sitting began: the steps after it, up to the next sitting's, are that sitting's.
+`summary.json` lists them (`sittings`).
+
+The commit is rolecall's own, never the user's project's: it is read only when rolecall's package
+folder is tracked in the git work tree that holds it (an editable install of a clone), so a
+wheel installed into a virtual environment inside someone's repository records none.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import subprocess
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # .../rolecall
+
+
+def _git(top: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):  # no git, or it hung
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.cache
+def code_version() -> dict:
+    """{"rolecall": version, "commit": sha or None, "dirty": bool or None}; dirty means rolecall's
+    own files had uncommitted changes (other files of the tree do not count). Cached: the code a
+    process runs does not change under it."""
+    try:
+        version = importlib.metadata.version("rolecall")
+    except importlib.metadata.PackageNotFoundError:  # a source tree put on the path, never installed
+        version = None
+    top = _git(_PACKAGE, "rev-parse", "--show-toplevel")
+    tracked = top and _git(Path(top), "ls-files", "--", str(_PACKAGE / "__init__.py"))
+    if not tracked:
+        return {"rolecall": version, "commit": None, "dirty": None}
+    status = _git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
+    return {"rolecall": version, "commit": _git(Path(top), "rev-parse", "HEAD"),
+            "dirty": bool(status) if status is not None else None}

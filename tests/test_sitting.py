@@ -1,0 +1,74 @@
+"""Which code wrote a run (`rolecall.rundir.sitting`): rolecall's source commit when it runs from
+a git clone, and never the commit of a user's repository that merely holds the installed package."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rolecall.diagnostics.summary import summarize
+from rolecall.rundir import sitting
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _fresh(monkeypatch, package: Path) -> dict:
+    monkeypatch.setattr(sitting, "_PACKAGE", package)
+    sitting.code_version.cache_clear()
+    try:
+        return sitting.code_version()
+    finally:
+        sitting.code_version.cache_clear()
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@needs_git
+def test_a_tracked_package_names_its_commit_and_its_own_changes(monkeypatch, tmp_path):
+    pkg = tmp_path / "src" / "rolecall"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (tmp_path / "notes.txt").write_text("a")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "x")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    assert _fresh(monkeypatch, pkg) == {"rolecall": sitting.code_version()["rolecall"], "commit": head, "dirty": False}
+    (tmp_path / "notes.txt").write_text("b")  # outside the package: not rolecall's change
+    assert _fresh(monkeypatch, pkg)["dirty"] is False
+    (pkg / "__init__.py").write_text("x = 1\n")
+    assert _fresh(monkeypatch, pkg)["dirty"] is True
+
+
+@needs_git
+def test_a_package_the_repository_does_not_track_names_no_commit(monkeypatch, tmp_path):
+    # a wheel installed into a virtual environment inside a user's repository
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "mine.py").write_text("")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "user's work")
+    pkg = tmp_path / ".venv" / "site-packages" / "rolecall"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    assert _fresh(monkeypatch, pkg)["commit"] is None
+    outside = tmp_path.parent / f"{tmp_path.name}-nogit" / "rolecall"
+    outside.mkdir(parents=True)
+    found = _fresh(monkeypatch, outside)  # no repository at all
+    assert (found["commit"], found["dirty"]) == (None, None)
+
+
+def test_the_summary_lists_each_sitting_in_order():
+    rows = [{"step": 0, "event": "sitting", "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
+            {"step": 1, "reward/mean": 0.5},
+            {"step": 1, "event": "stop", "reason": "max_minutes"},
+            {"step": 1, "event": "sitting", "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True},
+            {"step": 2, "reward/mean": 0.6}]
+    assert summarize(rows)["sittings"] == [{"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
+                                           {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True}]
+    assert summarize(rows[1:3])["sittings"] == []  # a run from before the event existed
