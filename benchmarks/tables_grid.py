@@ -13,6 +13,7 @@ from statistics import fmean
 
 from benchmarks.provenance import provenance_of
 from rolecall.grid.tables import CLIFF_MARGIN  # a run's margin where its record does not give it
+from rolecall.rundir.sitting import describe
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
 MATCHED = (("problems", "equal problems"), ("generated_tokens", "equal generated tokens"),
@@ -330,22 +331,18 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
 
 
 def _code(doc: dict) -> str:
-    """"; code: <cell> at <sha>, ..., <cell> at <sha> from step 0, <sha> from step 31" for the runs
-    whose directories stored which commit wrote them (each start or resume: `summary.json`'s
-    `sittings`; `+` marks uncommitted changes to rolecall's own files), then the runs that did not.
-    The record's own commit is its last writer's, while the runs of a grid can span commits."""
+    """"; code: <cell> at <sha>, <cell> at <sha>, <sha> from step 31, ..." for the runs whose
+    directories stored which code wrote them (each start or resume: `summary.json`'s `sittings`),
+    then the runs that did not. The record's own commit is its last writer's, while the runs of a
+    grid can span commits."""
     runs = doc.get("runs")
     said, unknown = [], []
     for run in runs if isinstance(runs, list) else []:
         name = run.get("cell") or f"seed {run.get('seed', '?')}"
-        sittings = [s for s in run.get("sittings") or [] if s.get("commit")]
-        at = [f"{s['commit'][:7]}{'+' if s.get('dirty') else ''}" for s in sittings]
-        if not at:
-            unknown.append(name)
-        elif len(set(at)) == 1:
-            said.append(f"{name} at {at[0]}")
+        if code := describe(run.get("sittings") or []):
+            said.append(f"{name} at {code}")
         else:
-            said.append(f"{name} at " + ", ".join(f"{a} from step {s['step']}" for a, s in zip(at, sittings)))
+            unknown.append(name)
     if not said:
         return ""
     return f"; code: {', '.join(said)}" + (f"; no commit stored for {', '.join(unknown)}" if unknown else "")

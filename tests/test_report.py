@@ -419,3 +419,22 @@ def test_length_falls_back_to_mean_completion_len(tmp_path):
     (d / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "role/a/completion_len": 10.0 * s}) + "\n" for s in (1, 2)))
     page = build_page([load_run(d)])
     assert "a: completion length" in page and "<title>mean</title>" in page
+
+
+def test_the_summary_names_the_code_that_wrote_each_run(tmp_path):
+    """One run resumed on other code, one from a wheel (no commit), one from before the event."""
+    def run(name, sittings):
+        d = tmp_path / name
+        d.mkdir()
+        rows = [{"step": 0, "val/accuracy": 0.5}, {"step": 1, "reward/mean": 0.5}]
+        rows += [{"step": s, "event": "sitting", "rolecall": "0.1.0", "commit": c, "dirty": dirty}
+                 for s, c, dirty in sittings]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (d / "config.yaml").write_text(yaml.safe_dump({"workflow": {"name": "debate"}}))
+        return load_run(d)
+
+    page = build_page([run("resumed", [(0, "a" * 40, False), (5, "a" * 40, False), (9, "b" * 40, True)]),
+                       run("wheel", [(0, None, None)]), run("old", [])])
+    rows = re.findall(r"<tr><td><span class=\"swatch\".*?</tr>", page)
+    assert [re.findall(r"<td>([^<]*)</td></tr>", r)[0] for r in rows] == [
+        "aaaaaaa, bbbbbbb+ from step 9", "rolecall 0.1.0", "—"]

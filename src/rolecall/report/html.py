@@ -13,6 +13,7 @@ from rolecall.diagnostics.alarms import ALARMS
 from rolecall.diagnostics.summary import summarize
 from rolecall.report.load import Run, load_run, normalise, run_names
 from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, key_html, render, timeline
+from rolecall.rundir.sitting import describe
 
 CONTROL_COLOR = "#555555"
 KNOWN_ALARMS = list(ALARMS)
@@ -206,7 +207,7 @@ class Page:
 
     def summary(self) -> str:
         head = ("<tr><th>run</th><th>workflow</th><th>routing</th><th>roles</th><th>steps</th><th>base val</th>"
-                "<th>peak val (step)</th><th>final val</th><th>alarms</th><th>wall time</th></tr>")
+                "<th>peak val (step)</th><th>final val</th><th>alarms</th><th>wall time</th><th>code</th></tr>")
         body = []
         for i, run in enumerate(self.runs + ([self.control] if self.control else [])):
             color = self.run_color(i) if i < len(self.runs) else CONTROL_COLOR
@@ -222,8 +223,14 @@ class Page:
                 f'<td>{e(run.routing)}</td><td>{e(", ".join(run.roles) or "—")}</td><td class="num">{run.last_step}</td>'
                 f'<td class="num">{base}</td><td class="num">{f"{peak[1]:.3f} ({peak[0]})" if peak else "—"}</td>'
                 f'<td class="num">{f"{pts[-1][1]:.3f}" if pts else "—"}</td><td class="num">{len(run.alarms)}</td>'
-                f'<td class="num">{_duration(wall)}</td></tr>')
+                f'<td class="num">{_duration(wall)}</td><td>{e(_code(run))}</td></tr>')
         return f'<table class="summary"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _code(run: Run) -> str:
+    """Which code wrote the run, from its "sitting" events (one each start or resume); a dash for a
+    run from before rolecall wrote them."""
+    return describe([ev for ev in run.events if ev.get("event") == "sitting"]) or "—"
 
 
 def _fmt(v, spec: str = ".3g") -> str:

@@ -44,3 +44,17 @@ def code_version() -> dict:
     status = _git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
     return {"rolecall": version, "commit": _git(Path(top), "rev-parse", "HEAD"),
             "dirty": bool(status) if status is not None else None}
+
+
+def describe(sittings: list[dict]) -> str | None:
+    """Which code wrote a run, in words, from its sittings (`summary.json`'s `sittings`, or the
+    "sitting" event rows): "abc1234", or "abc1234, def5678+ from step 31" for a run resumed on other
+    code ("+": rolecall's files had uncommitted changes); "rolecall 0.1.0" where no commit was known
+    (a wheel). None when the run stored none (made before the event existed)."""
+    said: list[tuple[object, str]] = []
+    for s in sittings:
+        what = (f"{str(s['commit'])[:7]}{'+' if s.get('dirty') else ''}" if s.get("commit")
+                else f"rolecall {s.get('rolecall') or '?'}")
+        if not said or said[-1][1] != what:  # a resume on the same code is the same code
+            said.append((s.get("step"), what))
+    return ", ".join(w if i == 0 else f"{w} from step {st}" for i, (st, w) in enumerate(said)) or None
