@@ -427,9 +427,10 @@ def test_the_summary_names_the_code_that_wrote_each_run(tmp_path):
         d = tmp_path / name
         d.mkdir()
         rows = [{"step": 0, "val/accuracy": 0.5}, {"step": 1, "reward/mean": 0.5}]
-        rows += [{"step": s, "event": "sitting", "rolecall": "0.1.0", "commit": c, "dirty": dirty}
-                 for s, c, dirty in sittings]
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if sittings:
+            (d / "sittings.jsonl").write_text("".join(json.dumps({"step": s, "rolecall": "0.1.0", "commit": c,
+                                                                 "dirty": dirty}) + "\n" for s, c, dirty in sittings))
         (d / "config.yaml").write_text(yaml.safe_dump({"workflow": {"name": "debate"}}))
         return load_run(d)
 

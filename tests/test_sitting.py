@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rolecall.diagnostics.summary import summarize
+from rolecall.diagnostics.summary import read_sittings, write_summary
 from rolecall.rundir import sitting
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -63,12 +63,15 @@ def test_a_package_the_repository_does_not_track_names_no_commit(monkeypatch, tm
     assert (found["commit"], found["dirty"]) == (None, None)
 
 
-def test_the_summary_lists_each_sitting_in_order():
-    rows = [{"step": 0, "event": "sitting", "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
-            {"step": 1, "reward/mean": 0.5},
-            {"step": 1, "event": "stop", "reason": "max_minutes"},
-            {"step": 1, "event": "sitting", "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True},
-            {"step": 2, "reward/mean": 0.6}]
-    assert summarize(rows)["sittings"] == [{"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
-                                           {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True}]
-    assert summarize(rows[1:3])["sittings"] == []  # a run from before the event existed
+def test_the_summary_lists_each_sitting_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(sitting, "code_version", lambda: {"rolecall": "0.1.0", "commit": "a" * 40, "dirty": False})
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+    assert write_summary(tmp_path)["sittings"] == []  # a run from before sittings were recorded
+    sitting.record(tmp_path, 0)
+    monkeypatch.setattr(sitting, "code_version", lambda: {"rolecall": "0.1.0", "commit": "b" * 40, "dirty": True})
+    sitting.record(tmp_path, 1)
+    with open(tmp_path / sitting.FILE, "a") as f:
+        f.write('{"step": 2, "rolec')  # torn by a kill mid-write
+    assert write_summary(tmp_path)["sittings"] == [{"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
+                                                   {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True}]
+    assert sitting.describe(read_sittings(tmp_path)) == "aaaaaaa, bbbbbbb+ from step 1"

@@ -112,7 +112,7 @@ def test_nothing_logged():
     assert s == {"table2": {"roles": {}, "policies": {}}, "amplitude": {"roles": {}, "policies": {}},
                  "accuracy": {"base": None, "peak": None, "peak_step": None, "final": None, "final_step": None,
                               "cliff": None, "fall": None, "fall_from_step": None, "fall_step": None},
-                 "alarms": {}, "steps": 0, "stopped": None, "sittings": []}
+                 "alarms": {}, "steps": 0, "stopped": None}
     unlogged = summarize([{"step": 1, "role/a/entropy": None}])
     assert unlogged["table2"]["roles"]["a"]["chi2_token"] == {"first": None, "peak": None, "peak_step": None,
                                                               "floor": FLOORS["chi2_token"], "base": None,
@@ -139,7 +139,7 @@ def test_write_summary_is_json_next_to_metrics_and_skips_a_torn_line(tmp_path):
     d = write_rows(tmp_path / "run", ROWS, tail='{"step": 5, "role/generator/chi2_token": 9')
     out = write_summary(d)
     on_disk = json.loads((d / "summary.json").read_text())
-    assert on_disk == out == json.loads(json.dumps(summarize(ROWS)))  # the torn step-5 row is not counted
+    assert on_disk == out == json.loads(json.dumps({**summarize(ROWS), "sittings": []}))  # the torn step-5 row is not counted
     assert out["steps"] == 4 and out["table2"]["roles"]["generator"]["chi2_token"]["peak"] == 0.160
     assert sorted(p.name for p in d.iterdir()) == ["metrics.jsonl", "summary.json"]  # no temp file left
     write_summary(d)  # rewriting replaces it

@@ -12,8 +12,8 @@ From "When Does Multi-Agent RL Improve LLM Workflows? Workflow, Scale, and Polic
   of the run's `alarms.cliff_margin` or more.
 - Alarm counts and the last training step.
 - Why the run stopped early (`stopped`: the deadline or the early stop below the peak; null otherwise).
-- Which code wrote it (`sittings`: each start or resume's step, rolecall version and source commit,
-  `rolecall.rundir.sitting`).
+- Which code wrote it (`sittings`, by `write_summary` from `<run>/sittings.jsonl`: each start or
+  resume's step, rolecall version and source commit, `rolecall.rundir.sitting`).
 
 Nulls, NaN/Inf and non-numbers are skipped. A step logged twice (a resumed run) keeps its last row, as
 the report does. See docs/diagnostics.md, "Run summary (summary.json)".
@@ -35,6 +35,8 @@ RATIO_METRICS = ("chi2_token", "training_ppl", "grad_norm")
 # floor is above the sampler/trainer mismatch of bfloat16 rollouts (measured up to 7e-3 a token
 # on the real tier); a grad norm below 1e-6 is a step whose advantages were all zero; a
 # perplexity is at least 1, always measurable.
+# Which code wrote the run: one row per start or resume (written by `rolecall.rundir.sitting`).
+SITTINGS = "sittings.jsonl"
 FLOORS = {"chi2_token": 1e-2, "training_ppl": 0.0, "grad_norm": 1e-6}
 NOT_MEASURABLE = "never at or above its floor: not measurable"
 
@@ -147,8 +149,6 @@ def summarize(rows: list[dict]) -> dict:
         "alarms": dict(sorted(Counter(str(r.get("alarm")) for r in rows if r.get("event") == "alarm").items())),
         "steps": max((r["step"] for r in rows if "event" not in r and "val/accuracy" not in r), default=0),
         "stopped": _stopped(rows),
-        "sittings": [{k: r.get(k) for k in ("step", "rolecall", "commit", "dirty")}
-                     for r in rows if r.get("event") == "sitting"],
     }
 
 
@@ -156,6 +156,13 @@ def write_summary(run_dir: Path) -> dict:
     """Summarize `run_dir`/metrics.jsonl (a torn last line is skipped) into `run_dir`/summary.json, atomically."""
     run_dir = Path(run_dir)
     rows, _ = read_metrics(run_dir / "metrics.jsonl")
-    summary = summarize(rows)
+    summary = {**summarize(rows), "sittings": read_sittings(run_dir)}
     write_atomic(run_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def read_sittings(run_dir: Path) -> list[dict]:
+    """`run_dir`/sittings.jsonl in order (a torn last line skipped); [] for a run from before
+    rolecall recorded them."""
+    path = Path(run_dir) / SITTINGS
+    return read_metrics(path)[0] if path.is_file() else []

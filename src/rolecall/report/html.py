@@ -10,7 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from rolecall.diagnostics.alarms import ALARMS
-from rolecall.diagnostics.summary import summarize
+from rolecall.diagnostics.summary import read_sittings, summarize
 from rolecall.report.load import Run, load_run, normalise, run_names
 from rolecall.report.svg import DASHES, PALETTE, Chart, Mark, Rule, Series, key_html, render, timeline
 from rolecall.rundir.sitting import describe
@@ -228,9 +228,9 @@ class Page:
 
 
 def _code(run: Run) -> str:
-    """Which code wrote the run, from its "sitting" events (one each start or resume); a dash for a
-    run from before rolecall wrote them."""
-    return describe([ev for ev in run.events if ev.get("event") == "sitting"]) or "—"
+    """Which code wrote the run, from its sittings (one each start or resume); a dash for a run
+    from before rolecall recorded them."""
+    return describe(read_sittings(run.path)) or "—"
 
 
 def _fmt(v, spec: str = ".3g") -> str:

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from rolecall.diagnostics.summary import SITTINGS
 from rolecall.schema import Config, dump_config
 from rolecall.errors import UserError
 from rolecall.rundir.checkpoint import FINGERPRINT, write_durable
@@ -74,6 +75,7 @@ class RunDir:
         self.metrics.write_text("")
         self.samples.write_text("")
         self.val_samples.write_text("")
+        (self.path / SITTINGS).unlink(missing_ok=True)  # a failed start's, when the folder is started again
 
     def release(self) -> None:
         """Let go of the lock `create` took (no-op otherwise)."""

@@ -1,10 +1,11 @@
 """Which code wrote a run: rolecall's version, and its source commit when rolecall runs from a git
-checkout, written to metrics.jsonl as a "sitting" event each time a run starts or resumes.
+checkout, appended to `<run>/sittings.jsonl` each time a run starts or resumes.
 
 A run that is resumed can span several commits (a long run continued after a fix elsewhere in
-the tree); a result read from it should say which code wrote which steps. The event's step is
-where the sitting began: the steps after it, up to the next sitting's, are that sitting's.
-`summary.json` lists them (`sittings`).
+the tree); a result read from it should say which code wrote which steps. A sitting's step is
+where it began: the steps after it, up to the next sitting's, are that sitting's. `summary.json`
+lists them (`sittings`). They live in their own file, not in metrics.jsonl, so every reader of the
+metric rows stays as it was.
 
 The commit is rolecall's own, never the user's project's: it is read only when rolecall's package
 folder is tracked in the git work tree that holds it (an editable install of a clone), so a
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import subprocess
 from pathlib import Path
+
+from rolecall.diagnostics.summary import SITTINGS as FILE
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../rolecall
 
@@ -46,9 +50,15 @@ def code_version() -> dict:
             "dirty": bool(status) if status is not None else None}
 
 
+def record(run_dir: Path, step: int) -> None:
+    """Append this process's sitting, beginning at `step`, to `<run_dir>/sittings.jsonl`."""
+    with open(Path(run_dir) / FILE, "a") as f:
+        f.write(json.dumps({"step": step, **code_version()}) + "\n")
+
+
 def describe(sittings: list[dict]) -> str | None:
-    """Which code wrote a run, in words, from its sittings (`summary.json`'s `sittings`, or the
-    "sitting" event rows): "abc1234", or "abc1234, def5678+ from step 31" for a run resumed on other
+    """Which code wrote a run, in words, from its sittings (`read_sittings(run_dir)` of
+    `rolecall.diagnostics.summary`, or `summary.json`'s `sittings`): "abc1234", or "abc1234, def5678+ from step 31" for a run resumed on other
     code ("+": rolecall's files had uncommitted changes); "rolecall 0.1.0" where no commit was known
     (a wheel). None when the run stored none (made before the event existed)."""
     said: list[tuple[object, str]] = []

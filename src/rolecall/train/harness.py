@@ -21,7 +21,7 @@ from rolecall.fsio import write_durable
 from rolecall.rundir.checkpoint import FINGERPRINT
 from rolecall.rundir.directory import RunDir, read_lines
 from rolecall.rundir.fingerprint import ResumeRefused, check_resume, run_fingerprint
-from rolecall.rundir.sitting import code_version
+from rolecall.rundir.sitting import record as record_sitting
 from rolecall.rundir.stop import TrainingStopped, resume_command
 from rolecall.schema import Config
 from rolecall.train.session import Launch, summarize
@@ -78,7 +78,7 @@ class Harness:
                 self.notify(f"--force: resuming although {diff}")
         run.write_fingerprint(fingerprint)
         begun = max((r["step"] for r in run.rows() if isinstance(r.get("step"), int)), default=0)
-        run.log({"step": begun, "event": "sitting", **code_version()})  # which code writes from here
+        record_sitting(run.path, begun)  # which code writes from here
         return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
 
     def emit(self, kind: str, row: dict) -> None:

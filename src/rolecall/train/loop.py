@@ -22,7 +22,7 @@ from rolecall.rundir.cpu_share import CpuShare, cpu_share_or_none
 from rolecall.rundir.directory import RunDir
 from rolecall.rundir.fingerprint import run_fingerprint
 from rolecall.rundir.guards import NonFiniteStreak
-from rolecall.rundir.sitting import code_version
+from rolecall.rundir.sitting import record as record_sitting
 from rolecall.rundir.stop import TrainingStopped, resume_command
 from rolecall.schema import Config
 from rolecall.train.peak import METRIC, PEAK, STOP, Peak, recall_peak
@@ -56,7 +56,8 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
             log_to(run.path)
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
-        log.note(start, "sitting", **code_version())  # which code writes the steps from here (a resume may be another)
+        if ranks.lead:  # which code writes the steps from here (a resume may run another)
+            record_sitting(run.path, start)
         if cfg.model.dtype == "auto":  # say what `auto` chose and why, in metrics.jsonl and on the console
             say_precision(log, launch, cfg, start)
         if cfg.algo.micro_batch_tokens == "auto":  # and what the micro-batch budget came to
