@@ -75,9 +75,10 @@ def test_every_metric_for_every_role_and_the_sinks(tiny_model_dir, tmp_path, rou
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert list((out / "wandb").glob("offline-run-*"))
     # The paper's run statistics are written at the end, from the same rows.
-    from rolecall.diagnostics.summary import summarize
+    from rolecall.diagnostics.summary import read_sittings, summarize
     summary = json.loads((out / "summary.json").read_text())
-    assert summary == json.loads(json.dumps(summarize(_rows(out))))
+    assert summary == json.loads(json.dumps({**summarize(_rows(out)), "sittings": read_sittings(out)}))
+    assert [s["step"] for s in summary["sittings"]] == [0]  # one sitting: the run never resumed
     policy = "shared" if routing == "shared" else "generator"
     assert summary["steps"] == steps[-1]["step"]
     assert summary["table2"]["policies"][policy]["chi2_token"]["first"] is not None
