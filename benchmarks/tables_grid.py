@@ -333,8 +333,8 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
 def _code(doc: dict) -> str:
     """"; code: <cell> at <sha>, <cell> at <sha>, <sha> from step 31, ..." for the runs whose
     directories stored which code wrote them (each start or resume: `summary.json`'s `sittings`),
-    then the runs that ran and did not (pending runs are left out). The record's own commit is its last writer's, while the runs of a
-    grid can span commits."""
+    then the runs that ran and did not (pending runs are left out). The record's own commit is its
+    last writer's, while the runs of a grid can span commits."""
     runs = doc.get("runs")
     said, unknown = [], []
     for run in runs if isinstance(runs, list) else []:

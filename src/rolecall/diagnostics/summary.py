@@ -35,10 +35,10 @@ RATIO_METRICS = ("chi2_token", "training_ppl", "grad_norm")
 # floor is above the sampler/trainer mismatch of bfloat16 rollouts (measured up to 7e-3 a token
 # on the real tier); a grad norm below 1e-6 is a step whose advantages were all zero; a
 # perplexity is at least 1, always measurable.
-# Which code wrote the run: one row per start or resume (written by `rolecall.rundir.sitting`).
-SITTINGS = "sittings.jsonl"
 FLOORS = {"chi2_token": 1e-2, "training_ppl": 0.0, "grad_norm": 1e-6}
 NOT_MEASURABLE = "never at or above its floor: not measurable"
+# Which code wrote the run: one row per start or resume (written by `rolecall.rundir.sitting`).
+SITTINGS = "sittings.jsonl"
 
 
 def _num(v) -> float | None:

@@ -57,10 +57,10 @@ def record(run_dir: Path, step: int) -> None:
 
 
 def describe(sittings: list[dict]) -> str | None:
-    """Which code wrote a run, in words, from its sittings (`read_sittings(run_dir)` of
-    `rolecall.diagnostics.summary`, or `summary.json`'s `sittings`): "abc1234", or "abc1234, def5678+ from step 31" for a run resumed on other
-    code ("+": rolecall's files had uncommitted changes); "rolecall 0.1.0" where no commit was known
-    (a wheel). None when the run stored none (made before the event existed)."""
+    """Which code wrote a run, in words, from its sittings (`rolecall.diagnostics.summary.read_sittings`,
+    or `summary.json`'s `sittings`): "abc1234", or "abc1234, def5678+ from step 31" for a run
+    resumed on other code ("+": rolecall's files had uncommitted changes); "rolecall 0.1.0" where
+    no commit was known (a wheel). None when the run stored none (made before they were recorded)."""
     said: list[tuple[object, str]] = []
     for s in sittings:
         what = (f"{str(s['commit'])[:7]}{'+' if s.get('dirty') else ''}" if s.get("commit")
