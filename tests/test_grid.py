@@ -22,6 +22,7 @@ from rolecall.grid.plan import make_plan
 from rolecall.grid.render import write_report
 from rolecall.grid.runner import CellJob, execute_cell, run_grid
 from rolecall.grid.spec import GridError, load_grid
+from rolecall.rundir import sitting
 
 GRIDS = Path(__file__).resolve().parent.parent / "configs" / "grids"
 
@@ -190,8 +191,9 @@ def train_rows(steps: int = 20, roles=("generator", "aggregator"), policies=("ge
 
 
 def write_run(path: Path, cfg, rows: list[dict]) -> None:
-    """A run directory as the trainer leaves it: config.yaml, metrics.jsonl, summary.json."""
+    """A run directory as the trainer leaves it: config.yaml, metrics.jsonl, sittings.jsonl, summary.json."""
     path.mkdir(parents=True, exist_ok=True)
+    sitting.record(path, 0)
     (path / "config.yaml").write_text(dump_config(cfg))
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
     write_summary(path)
@@ -544,6 +546,10 @@ def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
     ip0 = runs["voting-isolated-seed0"]
     assert (ip0["base"], ip0["peak"], ip0["final"], ip0["fall"]) == (0.40, 0.80, 0.60, pytest.approx(0.20))
     assert [p["accuracy"] for p in ip0["curve"]] == [0.40, 0.80, 0.60] and ip0["alarms"]
+    # which code wrote each run: read from its sittings.jsonl (the summary is recomputed from the
+    # metric rows, which do not hold it)
+    assert all([s["step"] for s in r["sittings"]] == [0] for r in runs.values()), runs
+    assert ip0["sittings"][0]["commit"] == sitting.code_version()["commit"]
     (ip,) = [c for c in doc["against_control"] if c["method"] == ["voting", "isolated"]]
     # the fake runs log no costs, so every matching reads the final validations: 0.60 - 0.50, 0.75 - 0.65
     assert ip["problems"]["values"] == pytest.approx([0.10, 0.10]) and ip["paired_with_control"] == 2
