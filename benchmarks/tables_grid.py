@@ -333,12 +333,13 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
 def _code(doc: dict) -> str:
     """"; code: <cell> at <sha>, <cell> at <sha>, <sha> from step 31, ..." for the runs whose
     directories stored which code wrote them (each start or resume: `summary.json`'s `sittings`),
-    then the runs that ran and did not (pending runs are left out). The record's own commit is its
-    last writer's, while the runs of a grid can span commits."""
+    then the finished runs that did not (pending and unfinished runs are left out: the record reads
+    no sittings of a run until it is done, and the tables show none of its numbers). The record's
+    own commit is its last writer's, while the runs of a grid can span commits."""
     runs = doc.get("runs")
     said, unknown = [], []
     for run in runs if isinstance(runs, list) else []:
-        if run.get("status") == "pending":  # not run: no code wrote it
+        if run.get("status") in ("pending", "started"):  # not in the tables yet
             continue
         name = run.get("cell") or f"seed {run.get('seed', '?')}"
         if code := describe(run.get("sittings") or []):

@@ -309,7 +309,7 @@ def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_pa
     assert "kept from the record of 2026-12-01 at commit fedcba9 (transformers 5.24.0): co_trained-seed0" in arms
     # which code wrote each run, where its directory stored it (a resumed run may span commits)
     assert ("; code: co_trained-seed1 at 1111111, frozen_peers-seed0 at 2222222, 3333333+ from step 31; "
-            "no commit stored for co_trained-seed0, frozen_peers-seed1, co_trained_plain-seed0)") in arms  # not the pending run
+            "no commit stored for co_trained-seed0, frozen_peers-seed1)") in arms  # not the started or pending run
     paired = {line.split(" | ")[0]: line for line in tables_debate.maporl_paired().splitlines() if line.startswith("| ")}
     claim = paired["| co-trained (every agent its own LoRA, incentives on) − one agent trained beside two frozen base peers"]
     assert claim.split(" | ")[1:3] == ["2", "+0.25 [-0.39, +0.89]"]  # 0.70 - 0.50, 0.60 - 0.30
