@@ -156,9 +156,16 @@ def write_summary(run_dir: Path) -> dict:
     """Summarize `run_dir`/metrics.jsonl (a torn last line is skipped) into `run_dir`/summary.json, atomically."""
     run_dir = Path(run_dir)
     rows, _ = read_metrics(run_dir / "metrics.jsonl")
-    summary = {**summarize(rows), "sittings": read_sittings(run_dir)}
+    summary = summarize_run(run_dir, rows)
     write_atomic(run_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def summarize_run(run_dir: Path, rows: list[dict]) -> dict:
+    """What summary.json holds for `run_dir`: `summarize(rows)` of its metric rows, and its
+    sittings (their own file: no metric row holds them). One place, for every reader that
+    recomputes a run's summary."""
+    return {**summarize(rows), "sittings": read_sittings(run_dir)}
 
 
 def read_sittings(run_dir: Path) -> list[dict]:

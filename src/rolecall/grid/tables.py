@@ -116,14 +116,14 @@ def _read_run(out: Path, cell: dict) -> RunData:
     # summarized by an older rolecall is read by today's rules (the cliff, the ratios' floors).
     # A damaged metrics file falls back to the summary the run wrote (and no per-role alarms).
     from rolecall.diagnostics.metrics_log import ReportError, read_metrics
-    from rolecall.diagnostics.summary import read_sittings, summarize
+    from rolecall.diagnostics.summary import summarize_run
 
     try:
         run.rows = read_metrics(metrics)[0] if metrics.is_file() else []
     except ReportError:
         run.rows = []
-    if run.rows:  # which code wrote it is no metric row: its own file, as summary.json holds it
-        run.summary = {**summarize(run.rows), "sittings": read_sittings(d)}
+    if run.rows:
+        run.summary = summarize_run(d, run.rows)
     elif summary_path.is_file():
         run.summary = json.loads(summary_path.read_text("utf-8"))
     for ev in run.rows:  # summary.json counts alarms by kind; the report wants the role too
