@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from test_grid import FakeRunner
+from grid_fakes import FakeRunner
 
 
 class TimedFake(FakeRunner):

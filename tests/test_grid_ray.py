@@ -25,7 +25,7 @@ ray = pytest.importorskip("ray", reason="Ray is in the test extras: pip install 
 from rolecall.grid.ray_executor import RayExecutor  # noqa: E402
 
 from ray_cells import TimedFake  # noqa: E402
-from test_grid import ACC, SMALL, FakeRunner, grid_file  # noqa: E402
+from grid_fakes import ACC, SMALL, FakeRunner, grid_file  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 
@@ -48,7 +48,7 @@ class Recorder:
 
 @pytest.fixture
 def ray_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the workers import ray_cells and test_grid
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # the workers import ray_cells and grid_fakes
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.chdir(tmp_path)
     temp = tempfile.mkdtemp(prefix="rc-ray-", dir="/tmp")  # Ray's socket paths must stay under 107 bytes
