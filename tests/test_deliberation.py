@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from rolecall.config import load_config
+from rolecall.diagnostics.summary import read_sittings
 from rolecall.testing import ScriptedEngine
 from rolecall.metapolicy import MetaPolicy, make_optimizer, read_checkpoint, save_checkpoint
 from rolecall.metapolicy.rules import oracle_actions
@@ -256,6 +257,9 @@ def test_meta_policy_run_killed_in_softrank_resumes_to_the_same_weights(tmp_path
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     steps = [r["step"] for r in map(json.loads, (cut / "metrics.jsonl").read_text().splitlines()) if r["stage"] == "softrank"]
     assert steps == list(range(1, total + 1))  # nothing logged twice, nothing lost
+    # each sitting says which stage and step it began at: the first at the start, the resume at its checkpoint
+    assert [(s["stage"], s["step"]) for s in read_sittings(cut)] == [("states", 0), ("softrank", killed_at)]
+    assert [(s["stage"], s["step"]) for s in read_sittings(whole)] == [("states", 0)]
 
 
 def test_a_signal_in_the_corpus_stage_stops_at_once_keeping_the_finished_stages(tmp_path):

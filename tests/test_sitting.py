@@ -75,3 +75,13 @@ def test_the_summary_lists_each_sitting_in_order(tmp_path, monkeypatch):
     assert write_summary(tmp_path)["sittings"] == [{"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
                                                    {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True}]
     assert sitting.describe(read_sittings(tmp_path)) == "aaaaaaa, bbbbbbb+ from step 1"
+
+
+def test_a_staged_trainers_sitting_names_its_stage(tmp_path, monkeypatch):
+    """The meta-policy's steps restart per stage: "step 120" alone would not say where a resume began."""
+    monkeypatch.setattr(sitting, "code_version", lambda: {"rolecall": "0.1.0", "commit": "a" * 40, "dirty": False})
+    sitting.record(tmp_path, 0, "states")
+    monkeypatch.setattr(sitting, "code_version", lambda: {"rolecall": "0.1.0", "commit": "b" * 40, "dirty": False})
+    sitting.record(tmp_path, 120, "softrank")
+    assert [(s["stage"], s["step"]) for s in read_sittings(tmp_path)] == [("states", 0), ("softrank", 120)]
+    assert sitting.describe(read_sittings(tmp_path)) == "aaaaaaa, bbbbbbb from softrank step 120"

@@ -278,7 +278,7 @@ def train_metapolicy(cfg: "Config", host: "Harness") -> dict:
     if host.actors:
         host.notify(f"meta-policy {cfg.metapolicy.name}: episodes on {host.actors} Ray rollout actors")
     job = MetaPolicyRun(cfg, host, fingerprint, host.force)
-    _drop_unfinished(host, job)
+    host.resumes_at(*_drop_unfinished(host, job))
     rows = job.states()
     sft_policy = job.sft(rows)
     corpus = job.corpus(sft_policy)
@@ -295,8 +295,9 @@ def train_metapolicy(cfg: "Config", host: "Harness") -> dict:
     return report
 
 
-def _drop_unfinished(host: "Harness", job: MetaPolicyRun) -> None:
-    """Forget what a killed run logged for stages it must redo, and SoftRankPO steps past its checkpoint."""
+def _drop_unfinished(host: "Harness", job: MetaPolicyRun) -> tuple[int, str]:
+    """Forget what a killed run logged for stages it must redo, and SoftRankPO steps past its
+    checkpoint. Returns where the run goes on: (step, stage)."""
     done = {"states": job.path("states.json").exists(), "sft": job.path("sft.ckpt").exists(),
             "corpus": job.path("corpus.json").exists()}
     at = int(job._read("softrank.ckpt")["step"]) if job.path("softrank.ckpt").exists() else 0
@@ -310,3 +311,8 @@ def _drop_unfinished(host: "Harness", job: MetaPolicyRun) -> None:
         return stage != "eval"
 
     host.keep_rows(keep)
+    if job.path("final.ckpt").exists():
+        return 0, "eval"
+    if done["corpus"]:
+        return at, "softrank"
+    return 0, next(stage for stage in ("states", "sft", "corpus") if not done[stage])

@@ -3,9 +3,10 @@ checkout, appended to `<run>/sittings.jsonl` each time a run starts or resumes.
 
 A run that is resumed can span several commits (a long run continued after a fix elsewhere in
 the tree); a result read from it should say which code wrote which steps. A sitting's step is
-where it began: the steps after it, up to the next sitting's, are that sitting's. `summary.json`
-lists them (`sittings`). They live in their own file, not in metrics.jsonl, so every reader of the
-metric rows stays as it was.
+where it began: the steps after it, up to the next sitting's, are that sitting's; a trainer run in
+stages whose steps restart per stage (the deliberation meta-policy's) names the stage too.
+`summary.json` lists them (`sittings`). They live in their own file, not in metrics.jsonl, so
+every reader of the metric rows stays as it was.
 
 The commit is rolecall's own, never the user's project's: it is read only when rolecall's package
 folder is tracked in the git work tree that holds it (an editable install of a clone), so a
@@ -24,7 +25,8 @@ from rolecall.diagnostics.summary import SITTINGS as FILE
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../rolecall
 
 
-def _git(top: Path, *args: str) -> str | None:
+def git(top: Path, *args: str) -> str | None:
+    """`git -C top args...`'s output, or None where git is missing, fails or hangs."""
     try:
         done = subprocess.run(["git", "-C", str(top), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):  # no git, or it hung
@@ -41,30 +43,33 @@ def code_version() -> dict:
         version = importlib.metadata.version("rolecall")
     except importlib.metadata.PackageNotFoundError:  # a source tree put on the path, never installed
         version = None
-    top = _git(_PACKAGE, "rev-parse", "--show-toplevel")
-    tracked = top and _git(Path(top), "ls-files", "--", str(_PACKAGE / "__init__.py"))
+    top = git(_PACKAGE, "rev-parse", "--show-toplevel")
+    tracked = top and git(Path(top), "ls-files", "--", str(_PACKAGE / "__init__.py"))
     if not tracked:
         return {"rolecall": version, "commit": None, "dirty": None}
-    status = _git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
-    return {"rolecall": version, "commit": _git(Path(top), "rev-parse", "HEAD"),
+    status = git(Path(top), "status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
+    return {"rolecall": version, "commit": git(Path(top), "rev-parse", "HEAD"),
             "dirty": bool(status) if status is not None else None}
 
 
-def record(run_dir: Path, step: int) -> None:
-    """Append this process's sitting, beginning at `step`, to `<run_dir>/sittings.jsonl`."""
+def record(run_dir: Path, step: int, stage: str | None = None) -> None:
+    """Append this process's sitting, beginning at `step` (of `stage`, for a staged trainer), to
+    `<run_dir>/sittings.jsonl`."""
+    where = {"step": step} if stage is None else {"stage": stage, "step": step}
     with open(Path(run_dir) / FILE, "a") as f:
-        f.write(json.dumps({"step": step, **code_version()}) + "\n")
+        f.write(json.dumps({**where, **code_version()}) + "\n")
 
 
 def describe(sittings: list[dict]) -> str | None:
     """Which code wrote a run, in words, from its sittings (`rolecall.diagnostics.summary.read_sittings`,
     or `summary.json`'s `sittings`): "abc1234", or "abc1234, def5678+ from step 31" for a run
-    resumed on other code ("+": rolecall's files had uncommitted changes); "rolecall 0.1.0" where
-    no commit was known (a wheel). None when the run stored none (made before they were recorded)."""
-    said: list[tuple[object, str]] = []
+    resumed on other code ("+": rolecall's files had uncommitted changes; "from softrank step 31"
+    where the sitting names its stage); "rolecall 0.1.0" where no commit was known (a wheel).
+    None when the run stored none (made before they were recorded)."""
+    said: list[tuple[str, str]] = []  # (where the sitting began, which code)
     for s in sittings:
         what = (f"{str(s['commit'])[:7]}{'+' if s.get('dirty') else ''}" if s.get("commit")
                 else f"rolecall {s.get('rolecall') or '?'}")
         if not said or said[-1][1] != what:  # a resume on the same code is the same code
-            said.append((s.get("step"), what))
-    return ", ".join(w if i == 0 else f"{w} from step {st}" for i, (st, w) in enumerate(said)) or None
+            said.append((f"{s['stage']} step {s.get('step')}" if s.get("stage") else f"step {s.get('step')}", what))
+    return ", ".join(w if i == 0 else f"{w} from {at}" for i, (at, w) in enumerate(said)) or None

@@ -44,6 +44,7 @@ class Harness:
         self.train_P, self.val_P = stack.train_P, stack.val_P
         self.resume, self.force = launch.resume, launch.force
         self.stop, self.notify = launch.stop, launch.notify
+        self._sat = False  # whether this sitting is recorded (`resumes_at`)
 
     @property
     def actors(self) -> int:
@@ -55,7 +56,8 @@ class Harness:
         resume fingerprint: the run's inputs plus the trainer's own `settings` ({section: values}).
         A resume onto other inputs is refused as `check_resume` says; onto other settings with
         `refused`, naming the values that differ; `force` lets both through with a notice.
-        Returns a short digest of the fingerprint, for the trainer's own files."""
+        Returns a short digest of the fingerprint, for the trainer's own files. The trainer then
+        says where it starts or resumes (`resumes_at`) before it logs a row."""
         run, stack = self._run, self._stack
         if not self.resume:
             run.create(self.cfg)
@@ -77,13 +79,20 @@ class Harness:
             for diff in diffs:
                 self.notify(f"--force: resuming although {diff}")
         run.write_fingerprint(fingerprint)
-        begun = max((r["step"] for r in run.rows() if isinstance(r.get("step"), int)), default=0)
-        record_sitting(run.path, begun)  # which code writes from here
         return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+
+    def resumes_at(self, step: int, stage: str | None = None) -> None:
+        """Where this sitting begins (`stage` for a trainer whose steps restart per stage), once
+        the trainer has dropped what a killed run logged past its last saved state: recorded in
+        `<run>/sittings.jsonl` with the code that writes from here."""
+        record_sitting(self.path, step, stage)
+        self._sat = True
 
     def emit(self, kind: str, row: dict) -> None:
         """A row to metrics.jsonl (with `time/elapsed_s`) and to the caller's `on_event`; a
         "progress" row (how far a long stage is) to `on_event` only."""
+        if kind != "progress" and not self._sat:  # a row no sitting covers: which code wrote it is lost
+            raise RuntimeError("a trainer on the harness says where it starts (Harness.resumes_at) before it logs")
         if kind != "progress":
             row["time/elapsed_s"] = round(time.time() - self._start, 2)
             self._run.log(row)
