@@ -16,19 +16,13 @@ import importlib.metadata as md
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from rolecall.rundir.sitting import git
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _git(*args: str) -> str | None:
-    try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def weights_sha256(model_dir: Path) -> str:
@@ -61,8 +55,8 @@ def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
         except md.PackageNotFoundError:
             versions[name] = None
     # Results written by earlier runs of a session are not a change of the code that measures.
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
-    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
+    status = git(ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
+    return {"commit": git(ROOT, "rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
             "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
             "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
                         "matmul_gflops": round(matmul_gflops(), 1) if matmul else None},
