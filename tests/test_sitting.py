@@ -85,3 +85,25 @@ def test_a_staged_trainers_sitting_names_its_stage(tmp_path, monkeypatch):
     sitting.record(tmp_path, 120, "softrank")
     assert [(s["stage"], s["step"]) for s in read_sittings(tmp_path)] == [("states", 0), ("softrank", 120)]
     assert sitting.describe(read_sittings(tmp_path)) == "aaaaaaa, bbbbbbb from softrank step 120"
+
+
+def test_a_hosted_trainer_says_where_it_starts_before_it_logs(tmp_path):
+    """The harness records no sitting by itself (only the trainer knows where a resume goes on,
+    after dropping what a killed run logged); a row logged before it says so would be a row no
+    sitting covers, so the harness refuses it."""
+    from types import SimpleNamespace
+
+    from rolecall.rundir.directory import RunDir
+    from rolecall.train.harness import Harness
+
+    run = RunDir(tmp_path)
+    launch = SimpleNamespace(resume=False, force=False, stop=None, notify=print, on_event=None)
+    stack = SimpleNamespace(workflow=None, train_P=[], val_P=[], actors=None)
+    host = Harness(None, run, launch, stack, start=0.0)
+    with pytest.raises(RuntimeError, match="resumes_at"):
+        host.emit("meta", {"step": 0})
+    host.emit("progress", {"done": 1, "total": 2})  # to the caller only: no metric row, no sitting needed
+    host.resumes_at(3, "softrank")
+    host.emit("meta", {"step": 4})
+    assert [(s["stage"], s["step"]) for s in read_sittings(tmp_path)] == [("softrank", 3)]
+    assert [r["step"] for r in run.rows()] == [4]
