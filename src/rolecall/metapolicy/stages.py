@@ -315,4 +315,4 @@ def _drop_unfinished(host: "Harness", job: MetaPolicyRun) -> tuple[int, str]:
         return 0, "eval"
     if done["corpus"]:
         return at, "softrank"
-    return 0, next(stage for stage in ("states", "sft", "corpus") if not done[stage])
+    return 0, next(stage for stage in STAGES if not done[stage])  # states, sft or corpus

@@ -91,9 +91,9 @@ class Harness:
     def emit(self, kind: str, row: dict) -> None:
         """A row to metrics.jsonl (with `time/elapsed_s`) and to the caller's `on_event`; a
         "progress" row (how far a long stage is) to `on_event` only."""
-        if kind != "progress" and not self._sat:  # a row no sitting covers: which code wrote it is lost
-            raise RuntimeError("a trainer on the harness says where it starts (Harness.resumes_at) before it logs")
         if kind != "progress":
+            if not self._sat:  # a row no sitting covers: which code wrote it would be lost
+                raise RuntimeError("a trainer on the harness says where it starts (Harness.resumes_at) before it logs")
             row["time/elapsed_s"] = round(time.time() - self._start, 2)
             self._run.log(row)
         if self._launch.on_event:
