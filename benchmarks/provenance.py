@@ -1,7 +1,7 @@
 """What every benchmark result records about how it was made, and how results are kept.
 
 `provenance(...)` gives the commit (and whether the tree had uncommitted changes), the model
-weights' hash, the library versions, the machine (cores, and the fp32 matmul rate measured in
+weights' hash, the library versions, the machine (cores, processor, and the fp32 matmul rate measured in
 the same run: it drifts from day to day here), the date and the exact command.
 `append_result` adds a result to a file's history and never overwrites an earlier one;
 `latest` picks the newest result per measure for a summary. `write_result` is for the
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from rolecall.rundir.sitting import git
+from rolecall.rundir.sitting import git, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
     status = git(ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": git(ROOT, "rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
             "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
-            "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
+            "machine": {"cores": os.cpu_count(), "cpu": machine()["cpu"], "platform": platform.platform(),
                         "matmul_gflops": round(matmul_gflops(), 1) if matmul else None},
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
 

@@ -65,6 +65,8 @@ def test_a_package_the_repository_does_not_track_names_no_commit(monkeypatch, tm
 
 def test_the_summary_lists_each_sitting_in_order(tmp_path, monkeypatch):
     monkeypatch.setattr(sitting, "code_version", lambda: {"rolecall": "0.1.0", "commit": "a" * 40, "dirty": False})
+    here = {"cpu": "Some CPU", "cores": 2}
+    monkeypatch.setattr(sitting, "machine", lambda: here)
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
     assert write_summary(tmp_path)["sittings"] == []  # a run from before sittings were recorded
     sitting.record(tmp_path, 0)
@@ -72,9 +74,26 @@ def test_the_summary_lists_each_sitting_in_order(tmp_path, monkeypatch):
     sitting.record(tmp_path, 1)
     with open(tmp_path / sitting.FILE, "a") as f:
         f.write('{"step": 2, "rolec')  # torn by a kill mid-write
-    assert write_summary(tmp_path)["sittings"] == [{"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False},
-                                                   {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True}]
+    assert write_summary(tmp_path)["sittings"] == [
+        {"step": 0, "rolecall": "0.1.0", "commit": "a" * 40, "dirty": False, "machine": here},
+        {"step": 1, "rolecall": "0.1.0", "commit": "b" * 40, "dirty": True, "machine": here}]
     assert sitting.describe(read_sittings(tmp_path)) == "aaaaaaa, bbbbbbb+ from step 1"
+
+
+def test_this_machine_is_named():
+    found = sitting.machine()
+    assert found["cores"] >= 1
+    assert found["cpu"] is None or (isinstance(found["cpu"], str) and found["cpu"] not in ("", "x86_64"))
+
+
+def test_a_resume_on_another_processor_is_said():
+    """Wall-clock seconds are the machine's: a run that moved is named where it moved, once; a
+    sitting that stored no processor (written before they were) moved nowhere."""
+    def at(step, commit, cpu=None):
+        return {"step": step, "commit": commit * 40, "dirty": False, **({"machine": {"cpu": cpu}} if cpu else {})}
+    assert sitting.describe([at(0, "a", "EPYC"), at(10, "a", "EPYC"), at(20, "a", "Xeon"), at(30, "a", "Xeon"),
+                             at(40, "b", "Xeon")]) == "aaaaaaa, aaaaaaa (on Xeon) from step 20, bbbbbbb from step 40"
+    assert sitting.describe([at(0, "a"), at(10, "a", "Xeon"), at(20, "a")]) == "aaaaaaa"
 
 
 def test_a_staged_trainers_sitting_names_its_stage(tmp_path, monkeypatch):

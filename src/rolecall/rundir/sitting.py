@@ -1,12 +1,15 @@
-"""Which code wrote a run: rolecall's version, and its source commit when rolecall runs from a git
-checkout, appended to `<run>/sittings.jsonl` each time a run starts or resumes.
+"""Which code wrote a run, and on which machine: rolecall's version, its source commit when rolecall
+runs from a git checkout, and the processor, appended to `<run>/sittings.jsonl` each time a run
+starts or resumes.
 
 A run that is resumed can span several commits (a long run continued after a fix elsewhere in
 the tree); a result read from it should say which code wrote which steps. A sitting's step is
 where it began: the steps after it, up to the next sitting's, are that sitting's; a trainer run in
 stages whose steps restart per stage (the deliberation meta-policy's) names the stage too.
 `summary.json` lists them (`sittings`). They live in their own file, not in metrics.jsonl, so
-every reader of the metric rows stays as it was.
+every reader of the metric rows stays as it was. The machine is there because a run's wall-clock
+seconds are its machine's: a run resumed on another processor, or two runs compared at equal time
+that ran on different ones, do not compare in seconds.
 
 The commit is rolecall's own, never the user's project's: it is read only when rolecall's package
 folder is tracked in the git work tree that holds it (an editable install of a clone), so a
@@ -17,6 +20,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -52,24 +57,44 @@ def code_version() -> dict:
             "dirty": bool(status) if status is not None else None}
 
 
+@functools.cache
+def machine() -> dict:
+    """{"cpu": the processor's model name (None where it cannot be read), "cores": the cores this
+    process may use}."""
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:  # Linux: platform.processor() there says only "x86_64"
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:  # not Linux
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu or platform.processor() or None, "cores": cores}
+
+
 def record(run_dir: Path, step: int, stage: str | None = None) -> None:
     """Append this process's sitting, beginning at `step` (of `stage`, for a staged trainer), to
     `<run_dir>/sittings.jsonl`."""
     where = {"step": step} if stage is None else {"stage": stage, "step": step}
     with open(Path(run_dir) / FILE, "a") as f:
-        f.write(json.dumps({**where, **code_version()}) + "\n")
+        f.write(json.dumps({**where, **code_version(), "machine": machine()}) + "\n")
 
 
 def describe(sittings: list[dict]) -> str | None:
     """Which code wrote a run, in words, from its sittings (`rolecall.diagnostics.summary.read_sittings`,
     or `summary.json`'s `sittings`): "abc1234", or "abc1234, def5678+ from step 31" for a run
     resumed on other code ("+": rolecall's files had uncommitted changes; "from softrank step 31"
-    where the sitting names its stage); "rolecall 0.1.0" where no commit was known (a wheel).
-    None when the run stored none (made before they were recorded)."""
-    said: list[tuple[str, str]] = []  # (where the sitting began, which code)
+    where the sitting names its stage); "rolecall 0.1.0" where no commit was known (a wheel);
+    "def5678 (on <cpu>) from step 31" where a resume moved to another processor than the sitting
+    before it stored. None when the run stored none (made before they were recorded)."""
+    said: list[tuple[str, str]] = []  # (where the sitting began, which code: on which processor, where it moved)
+    code = cpu = None  # the last sitting's code, and the processor the last one that stored one ran on
     for s in sittings:
         what = (f"{str(s['commit'])[:7]}{'+' if s.get('dirty') else ''}" if s.get("commit")
                 else f"rolecall {s.get('rolecall') or '?'}")
-        if not said or said[-1][1] != what:  # a resume on the same code is the same code
-            said.append((f"{s['stage']} step {s.get('step')}" if s.get("stage") else f"step {s.get('step')}", what))
+        here = (s.get("machine") or {}).get("cpu")
+        moved = bool(here and cpu and here != cpu)  # a sitting that stored no processor moved nowhere
+        if what != code or moved:  # a resume on the same code and machine is the same sitting
+            at = f"{s['stage']} step {s.get('step')}" if s.get("stage") else f"step {s.get('step')}"
+            said.append((at, f"{what} (on {here})" if moved else what))
+        code, cpu = what, here or cpu
     return ", ".join(w if i == 0 else f"{w} from {at}" for i, (at, w) in enumerate(said)) or None
