@@ -105,11 +105,14 @@ def test_default_voting_ip_generator_takes_three_steps_and_aggregator_one(stack)
 
 
 class _ParityVerifier:
-    """Reward 1 for an even-length answer: some spread in every group, no model skill needed."""
+    """Reward 1 for an answer whose characters' codes sum to an even number: spread in the groups
+    with no model skill needed. (Parity of the length was not enough: an untrained model that runs
+    to the token cap writes answers of one length, and on another CPU's sampling every answer of
+    this test's step had an even length, so no group had spread and no gradient flowed.)"""
 
     def score_many(self, texts, problems):
         from rolecall.rewards.base import Score
-        return [Score(float(len(t) % 2 == 0), "ok") for t in texts]
+        return [Score(float(sum(map(ord, t)) % 2 == 0), "ok") for t in texts]
 
 
 def _sampled_rows(stack, n=4):
