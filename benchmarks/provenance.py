@@ -58,7 +58,7 @@ def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
     status = git(ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": git(ROOT, "rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
             "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
-            "machine": {"cores": os.cpu_count(), "cpu": machine()["cpu"], "platform": platform.platform(),
+            "machine": {**machine(), "platform": platform.platform(),
                         "matmul_gflops": round(matmul_gflops(), 1) if matmul else None},
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
 

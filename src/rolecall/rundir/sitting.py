@@ -20,12 +20,12 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
-import os
 import platform
 import subprocess
 from pathlib import Path
 
 from rolecall.diagnostics.summary import SITTINGS as FILE
+from rolecall.rundir.cpu_share import machine_cores
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # .../rolecall
 
@@ -67,8 +67,7 @@ def machine() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
     except OSError:  # not Linux
         pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": cpu or platform.processor() or None, "cores": cores}
+    return {"cpu": cpu or platform.processor() or None, "cores": machine_cores()}
 
 
 def record(run_dir: Path, step: int, stage: str | None = None) -> None:
@@ -86,7 +85,7 @@ def describe(sittings: list[dict]) -> str | None:
     where the sitting names its stage); "rolecall 0.1.0" where no commit was known (a wheel);
     "def5678 (on <cpu>) from step 31" where a resume moved to another processor than the sitting
     before it stored. None when the run stored none (made before they were recorded)."""
-    said: list[tuple[str, str]] = []  # (where the sitting began, which code: on which processor, where it moved)
+    said: list[tuple[str, str]] = []  # (where the sitting began, which code, and the processor where it moved)
     code = cpu = None  # the last sitting's code, and the processor the last one that stored one ran on
     for s in sittings:
         what = (f"{str(s['commit'])[:7]}{'+' if s.get('dirty') else ''}" if s.get("commit")
