@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from rolecall.diagnostics.alarms import AlarmMonitor, AlarmThresholds
 
 IP_VOTING = {"generator": ["generator"], "aggregator": ["aggregator"]}
@@ -101,3 +103,79 @@ def test_thresholds_are_configurable():
     mon = AlarmMonitor(IP_VOTING, AlarmThresholds(amp_ratio=1.2, flat_ratio=1.1))
     events = _feed(mon, [_row(s, gen_ppl=1.5 * (1 + max(0, s - 10) * 0.03)) for s in range(1, 31)])
     assert [e["alarm"] for e in events] == ["gradient_amplification"]
+
+
+def _val(step, acc, n, *, se=True):
+    """A validation row over n one-sample problems: its binomial se, or only val/n (an older row)."""
+    row = {"step": step, "val/accuracy": acc, "val/n": n}
+    if se:
+        row["val/accuracy_se"] = math.sqrt(acc * (1 - acc) / n)
+    return row
+
+
+def test_validation_cliff_ignores_a_fall_inside_the_sampling_noise():
+    # The measured case: 8 problems, 0.500 -> 0.375 is one answer. se 0.1768 and 0.1712, the
+    # difference's se sqrt(0.03125 + 0.029297) = 0.2461, threshold 1.96 x 0.2461 = 0.482 > 0.125.
+    rows = [_val(0, 0.5, 8), _val(4, 0.375, 8)]
+    assert _feed(AlarmMonitor(IP_VOTING), rows) == []
+    # a row from before val/accuracy_se was logged gets the same binomial se from val/n
+    assert _feed(AlarmMonitor(IP_VOTING), [_val(0, 0.5, 8, se=False), _val(4, 0.375, 8, se=False)]) == []
+    # cliff_z 0 is the margin alone, as before: 0.125 >= 0.1 fires, with the old message
+    events = _feed(AlarmMonitor(IP_VOTING, AlarmThresholds(cliff_z=0)), rows)
+    assert [(e["alarm"], e["step"]) for e in events] == [("validation_cliff", 4)]
+    assert events[0]["message"] == "validation accuracy 0.375 is 0.125 below its peak 0.500"
+
+
+def test_validation_cliff_fires_on_a_fall_beyond_the_noise():
+    # 100 problems, 0.60 -> 0.30: se sqrt(0.24/100) = 0.0490 and sqrt(0.21/100) = 0.0458, the
+    # difference's se sqrt(0.0045) = 0.0671, threshold 1.96 x 0.0671 = 0.1315 < the fall 0.30.
+    events = _feed(AlarmMonitor(IP_VOTING), [_val(0, 0.6, 100), _val(10, 0.3, 100)])
+    assert [(e["alarm"], e["step"]) for e in events] == [("validation_cliff", 10)]
+    assert events[0]["values"] == {"accuracy": 0.3, "peak": 0.6, "fall": 0.3, "noise": 0.1315,
+                                   "se_peak": 0.049, "se_now": 0.0458}
+    assert "0.300 below its peak 0.600" in events[0]["message"] and "noise threshold 0.131" in events[0]["message"]
+    assert "se 0.049 at the peak, 0.046 now" in events[0]["message"]
+
+
+def test_validation_cliff_stays_armed_through_a_noisy_fall_and_restores():
+    # 0.49 is past the margin (0.11) but not the noise: se 0.0500, threshold
+    # 1.96 x sqrt(0.0024 + 0.002499) = 0.1372 > 0.11. The deeper 0.30 then fires.
+    rows = [_val(0, 0.6, 100), _val(10, 0.49, 100), _val(20, 0.3, 100)]
+    events = _feed(AlarmMonitor(IP_VOTING), rows)
+    assert [(e["alarm"], e["step"]) for e in events] == [("validation_cliff", 20)]
+    # resumed after the noisy fall: the peak's se comes back with it, and the alarm fires the same
+    mon = AlarmMonitor(IP_VOTING)
+    mon.restore(rows[:2])
+    assert [e["step"] for e in _feed(mon, rows[2:])] == [20]
+    # resumed after the alarm: not raised again until a new peak
+    mon = AlarmMonitor(IP_VOTING)
+    mon.restore(rows + events)
+    assert _feed(mon, [_val(30, 0.25, 100)]) == []
+    assert [e["step"] for e in _feed(mon, [_val(40, 0.7, 100), _val(50, 0.3, 100)])] == [50]
+
+
+def test_validation_cliff_without_any_error_logged_is_the_margin_alone():
+    events = _feed(AlarmMonitor(IP_VOTING), [{"step": 0, "val/accuracy": 0.5}, {"step": 4, "val/accuracy": 0.375}])
+    assert [e["step"] for e in events] == [4]
+    assert events[0]["message"].endswith("no standard error logged, so the margin alone")
+    assert events[0]["values"]["noise"] is None and events[0]["values"]["se_peak"] is None
+
+
+def test_accuracy_se_is_over_problems():
+    from rolecall.train.step import accuracy_se
+    from rolecall.types import Episode, Problem
+
+    def eps(rewards_by_uid):
+        return [Episode(Problem(uid, "q", "a"), i, reward=r) for uid, rs in rewards_by_uid.items() for i, r in enumerate(rs)]
+
+    # one sample each, one unscorable: n 4, p 3/4, se sqrt(0.75 * 0.25 / 4) = 0.2165 (binomial)
+    n, se = accuracy_se(eps({"a": [1.0], "b": [0.0], "c": [1.0], "d": [1.0], "e": [None]}))
+    assert n == 4 and se == pytest.approx(math.sqrt(0.75 * 0.25 / 4)) and round(se, 4) == 0.2165
+    # two samples each (partial credit 0.5 is not correct): a_p = 1, 0.5, 0, 0 over P 4, mean 0.375,
+    # population variance (0.625² + 0.125² + 2 x 0.375²) / 4 = 0.171875, se sqrt(0.171875 / 4) = 0.2073
+    n, se = accuracy_se(eps({"a": [1.0, 1.0], "b": [1.0, 0.5], "c": [0.0, 0.0], "d": [None, 0.0]}))
+    assert n == 7 and se == pytest.approx(math.sqrt(0.171875 / 4)) and round(se, 4) == 0.2073
+    # every answer alike: no spread; nothing scorable: no error
+    assert accuracy_se(eps({"a": [1.0], "b": [1.0]})) == (2, 0.0)
+    n, se = accuracy_se(eps({"a": [None]}))
+    assert n == 0 and math.isnan(se)

@@ -439,3 +439,30 @@ def test_the_summary_names_the_code_that_wrote_each_run(tmp_path):
     rows = re.findall(r"<tr><td><span class=\"swatch\".*?</tr>", page)
     assert [re.findall(r"<td>([^<]*)</td></tr>", r)[0] for r in rows] == [
         "aaaaaaa, bbbbbbb+ from step 9", "rolecall 0.1.0", "—"]
+
+
+def test_validation_points_carry_their_error_bars(tmp_path):
+    """± 1.96·se around each validation point that logged val/accuracy_se, cut to [0, 1], and in the hover."""
+    from rolecall.report.html import accuracy_error
+
+    d = tmp_path / "r"
+    d.mkdir()
+    rows = [{"step": 0, "val/accuracy": 0.5, "val/n": 8, "val/accuracy_se": 0.1768},
+            {"step": 1, "reward/mean": 0.5},
+            {"step": 2, "val/accuracy": 0.95, "val/n": 8, "val/accuracy_se": 0.05},
+            {"step": 4, "val/accuracy": 0.4}]  # an older row: no error, no bar
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = load_run(d)
+    err = accuracy_error(run, *run.series("val/accuracy"))
+    # 1.96 x 0.1768 = 0.3465 either side of 0.5; 1.96 x 0.05 = 0.098 above 0.95 is cut at 1
+    lo, hi = err["bars"]
+    assert [round(v, 4) for v in lo[:2]] == [0.1535, 0.852] and [round(v, 4) for v in hi[:2]] == [0.8465, 1.0]
+    assert math.isnan(lo[2]) and math.isnan(hi[2])
+    assert err["notes"] == ["± 0.347 (1.96·se)", "± 0.098 (1.96·se)", ""]
+    page = build_page([run])
+    assert page.count('class="errbar"') == 1 and "± 0.347 (1.96·se)" in page
+    # a run that never logged the error draws and says nothing more
+    (d / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "val/accuracy_se"}) + "\n"
+                                             for r in rows))
+    page = build_page([load_run(d)])
+    assert 'class="errbar"' not in page and "1.96·se)" not in page and '"notes"' not in page

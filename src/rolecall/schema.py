@@ -296,6 +296,10 @@ class AlarmsCfg(_Strict):
     capture_closing: float = Field(0.5, gt=0, lt=1, description="sp_role_capture: gap to the other role shrank to this fraction.")
     capture_move: float = Field(0.5, gt=0, description="sp_role_capture: the captured role moved this fraction of the first gap.")
     cliff_margin: float = Field(0.1, gt=0, le=1, description="validation_cliff: accuracy this far below its running peak.")
+    cliff_z: float = Field(
+        1.96, ge=0, description="validation_cliff: the fall must also exceed this many standard errors of the "
+                                "difference, sqrt(se_peak^2 + se_now^2), from each row's val/accuracy_se (binomial "
+                                "from val/n when absent; the margin alone when both are). 0: the margin alone.")
 
 
 class TrainCfg(_Strict):

@@ -14,7 +14,11 @@ gradient amplification and Shared-Policy role capture (its §5), late validation
   at most `capture_closing` of its first value, the captured role itself moved at least
   `capture_move` of that first gap, and the first gap was real (`min_gap` per feature).
 - `validation_cliff`: validation accuracy falls `cliff_margin` (absolute) or more below its
-  running peak; it re-arms after a new peak.
+  running peak, and the fall is larger than `cliff_z` standard errors of the difference,
+  sqrt(se_peak² + se_now²): a validation over a few problems moves by more than the margin
+  from sampling alone (8 problems: one answer is 0.125). Each row's se is its
+  `val/accuracy_se`, else the binomial sqrt(p(1-p)/n) from `val/n`; when either row has
+  neither, or `cliff_z` is 0, the margin alone decides. It re-arms after a new peak.
 
 "First" and "now" are means over `window` steps (the first `window` finite values, and the
 latest `window`), so one noisy step neither sets the baseline nor fires an alarm.
@@ -39,6 +43,7 @@ class AlarmThresholds:
     capture_move: float = 0.5
     min_gap: dict = field(default_factory=lambda: {"log_len": 0.5, "fence_rate": 0.3, "terse_rate": 0.3})
     cliff_margin: float = 0.1
+    cliff_z: float = 1.96
 
 
 class _Series:
@@ -84,6 +89,7 @@ class AlarmMonitor:
         self.parallel: set[str] = set()
         self.fired: set[tuple[str, str | None]] = set()
         self.val_peak = -math.inf
+        self.val_peak_se: float | None = None  # the se logged with the peak's row
         self.cliff_armed = True
 
     def restore(self, rows: list[dict]) -> None:
@@ -172,13 +178,37 @@ class AlarmMonitor:
         acc = row["val/accuracy"]
         if acc is None or not math.isfinite(acc):
             return []
+        se = _accuracy_se(row, acc)
         if acc > self.val_peak:
-            self.val_peak, self.cliff_armed = acc, True
+            self.val_peak, self.val_peak_se, self.cliff_armed = acc, se, True
             self.fired.discard(("validation_cliff", None))
             return []
-        if self.cliff_armed and acc <= self.val_peak - self.t.cliff_margin:
-            self.cliff_armed = False
-            return self._fire("validation_cliff", None, row["step"],
-                              f"validation accuracy {acc:.3f} is {self.val_peak - acc:.3f} below its peak "
-                              f"{self.val_peak:.3f}", {"accuracy": acc, "peak": self.val_peak})
-        return []
+        if not (self.cliff_armed and acc <= self.val_peak - self.t.cliff_margin):
+            return []
+        fall, z, nan = self.val_peak - acc, self.t.cliff_z, float("nan")
+        noise, why = nan, ""
+        if z > 0 and self.val_peak_se is not None and se is not None:
+            noise = z * math.hypot(self.val_peak_se, se)  # z standard errors of the difference
+            if not fall > noise:
+                return []  # within the validation's sampling noise: stay armed for a deeper fall
+            why = (f", more than the noise threshold {noise:.3f} ({z:g} x the se of the difference; "
+                   f"se {self.val_peak_se:.3f} at the peak, {se:.3f} now)")
+        elif z > 0:
+            why = "; no standard error logged, so the margin alone"
+        self.cliff_armed = False
+        return self._fire("validation_cliff", None, row["step"],
+                          f"validation accuracy {acc:.3f} is {fall:.3f} below its peak {self.val_peak:.3f}{why}",
+                          {"accuracy": acc, "peak": self.val_peak, "fall": fall, "noise": noise,
+                           "se_peak": nan if self.val_peak_se is None else self.val_peak_se,
+                           "se_now": nan if se is None else se})
+
+
+def _accuracy_se(row: dict, acc: float) -> float | None:
+    """The row's standard error of val/accuracy: as logged, else binomial from val/n (a row
+    written before the error was logged), else None."""
+    se, n = row.get("val/accuracy_se"), row.get("val/n")
+    if isinstance(se, (int, float)) and math.isfinite(se):
+        return float(se)
+    if isinstance(n, (int, float)) and n > 0:
+        return math.sqrt(max(acc * (1 - acc), 0.0) / n)
+    return None

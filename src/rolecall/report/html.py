@@ -17,6 +17,7 @@ from rolecall.rundir.sitting import describe
 
 CONTROL_COLOR = "#555555"
 KNOWN_ALARMS = list(ALARMS)
+Z_95 = 1.96  # validation points carry ± this many standard errors (a 95% interval)
 DIAGNOSTICS = [("chi2_token", "token χ²"), ("training_ppl", "training perplexity"), ("grad_norm", "grad norm")]
 
 
@@ -47,6 +48,19 @@ def ema(ys: list[float]) -> list[float]:
         else:
             out.append(math.nan)
     return out
+
+
+def accuracy_error(run: Run, xs: list[int], ys: list[float]) -> dict:
+    """Error bars of ± Z_95·se around each validation point that logged `val/accuracy_se` (cut to
+    [0, 1], where an accuracy lives) and the ± in its hover read-out; nothing for a run without it."""
+    se_at = dict(zip(*run.series("val/accuracy_se")))
+    half = [Z_95 * se_at.get(x, math.nan) if math.isfinite(y) else math.nan for x, y in zip(xs, ys)]
+    if not any(math.isfinite(h) for h in half):
+        return {}
+    ok = [math.isfinite(h) for h in half]  # NaN stays NaN (min/max would turn it into a bound)
+    return {"bars": ([max(0.0, y - h) if k else math.nan for y, h, k in zip(ys, half, ok)],
+                     [min(1.0, y + h) if k else math.nan for y, h, k in zip(ys, half, ok)]),
+            "notes": [f"± {h:.3f} ({Z_95:g}·se)" if k else "" for h, k in zip(half, ok)]}
 
 
 class Page:
@@ -97,14 +111,14 @@ class Page:
             if smooth:
                 train.append(Series(f"{run.name} (raw)", color, xs, ys, opacity=0.25, width=1.0, legend=False, markers=False))
             vx, vy = run.series("val/accuracy")
-            val.append(Series(run.name, color, vx, vy))
+            val.append(Series(run.name, color, vx, vy, **accuracy_error(run, vx, vy)))
             base = next((y for x, y in zip(vx, vy) if x == 0 and math.isfinite(y)), None)
             if base is not None:
                 label = "base (step-0 validation)" if len(self.runs) == 1 else f"base · {run.name}"
                 rules.append(Rule(base, label, color))
         if self.control:
             cx, cy = self.control.series("val/accuracy")
-            val.append(Series("SA-RL control", CONTROL_COLOR, cx, cy, dash="5 3"))
+            val.append(Series("SA-RL control", CONTROL_COLOR, cx, cy, dash="5 3", **accuracy_error(self.control, cx, cy)))
         note = "EMA-smoothed, raw faint" if any(not s.legend for s in train) else ""
         return (self.chart(Chart("Training success rate", train, xdomain=self.xdomain, ylabel="reward/mean", note=note))
                 + self.chart(Chart("Validation accuracy", val, rules + self.alarm_rules(), xdomain=self.xdomain,
@@ -285,7 +299,8 @@ def build_page(runs: list[Run], control: Run | None = None, *, title: str | None
 <header><h1>{e(title)}</h1><p class="meta">{meta}</p>{page.summary()}</header>
 {warn_html}
 <section><h2>Success and accuracy</h2>
-<p class="caption">Training success rate (mean final reward per step) and validation accuracy per checkpoint;
+<p class="caption">Training success rate (mean final reward per step) and validation accuracy per checkpoint,
+with error bars of ± {Z_95:g} standard errors (val/accuracy_se) where the run logged them;
 dashed: the base model (step-0 validation){"; grey: the single-agent RL control" if control else ""}.</p>
 <div class="grid two">{page.success()}</div></section>
 <section><h2>Per-role training diagnostics</h2>

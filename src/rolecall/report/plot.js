@@ -62,7 +62,8 @@
         var i = nearest(s.xs, best);
         if (i < 0) return;
         var at = s.xs[i] === best ? "" : " (step " + s.xs[i] + ")";
-        tip.appendChild(row(s.color, s.label + ": " + fmt(s.ys[i]) + at));
+        var note = s.notes && s.notes[i] ? " " + s.notes[i] : "";  // e.g. the validation's ± 1.96·se
+        tip.appendChild(row(s.color, s.label + ": " + fmt(s.ys[i]) + note + at));
       });
       var cx = d.x0 + (best - d.xd[0]) / (d.xd[1] - d.xd[0]) * (d.x1 - d.x0);
       cross.setAttribute("x1", cx);

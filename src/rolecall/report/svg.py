@@ -1,4 +1,4 @@
-"""Dependency-free SVG line charts: axes, ticks, legend, NaN gaps, bands, reference lines.
+"""Dependency-free SVG line charts: axes, ticks, legend, NaN gaps, bands, error bars, reference lines.
 
 Drawn server-side so the page shows its plots with JavaScript off; plot.js only adds the
 hover read-out, from the JSON each chart carries next to its SVG.
@@ -24,6 +24,8 @@ class Series:
     ys: list[float]
     dash: str = ""
     band: tuple[list[float], list[float]] | None = None  # (low, high) at the same xs, drawn shaded
+    bars: tuple[list[float], list[float]] | None = None  # (low, high) at the same xs, drawn as error bars
+    notes: list[str] | None = None  # per point, after its value in the hover read-out ("" for none)
     markers: bool | None = None  # None: markers when the series is sparse (e.g. validation checkpoints)
     opacity: float = 1.0
     width: float = 1.8
@@ -186,7 +188,7 @@ def _domains(chart: Chart) -> tuple[tuple[float, float, list[float]], tuple[floa
     xaxis = axis(xlo, xhi, n=6, integer=True)
     ys_all = [y for s in chart.series for y in s.ys if _finite(y)]
     has_data = bool(ys_all)
-    ys_all += [v for s in chart.series if s.band for part in s.band for v in part if _finite(v)]
+    ys_all += [v for s in chart.series for part in (s.band or ()) + (s.bars or ()) for v in part if _finite(v)]
     ys_all += [r.at for r in chart.rules if not r.vertical and _finite(r.at)]
     yaxis = axis(min(ys_all, default=0.0), max(ys_all, default=1.0))
     return xaxis, yaxis, has_data
@@ -223,7 +225,8 @@ def _rules_svg(chart: Chart, plot: _Plot) -> list[str]:
 
 
 def _series_svg(chart: Chart, plot: _Plot) -> list[str]:
-    """Shaded bands first, then each series' line and its dots (all dots when sparse, else lone points)."""
+    """Shaded bands first, then each series' line, its error bars and its dots (all dots when sparse,
+    else lone points)."""
     px, py, e = plot.px, plot.py, _e
     out = []
     for s in chart.series:
@@ -241,6 +244,13 @@ def _series_svg(chart: Chart, plot: _Plot) -> list[str]:
         d = " ".join("M" + " L".join(f"{px(x)},{py(y)}" for x, y in thin(seg, px)) for seg in segs if len(seg) > 1)
         if d:
             out.append(f'<path class="line" d="{d}" {attrs}><title>{e(s.label)}</title></path>')
+        if s.bars:  # a vertical line from low to high with 3px caps, at each point that has both
+            bars = " ".join(f"M{px(x)},{py(lo)} L{px(x)},{py(hi)} M{px(x) - 3},{py(lo)} L{px(x) + 3},{py(lo)} "
+                            f"M{px(x) - 3},{py(hi)} L{px(x) + 3},{py(hi)}"
+                            for x, y, lo, hi in zip(s.xs, s.ys, *s.bars) if _finite(y) and _finite(lo) and _finite(hi))
+            if bars:
+                out.append(f'<path class="errbar" d="{bars}" fill="none" stroke="{e(s.color)}" stroke-width="1" '
+                           f'stroke-opacity="{s.opacity}"/>')
         n_pts = sum(len(seg) for seg in segs)
         sparse = s.markers if s.markers is not None else n_pts <= 40
         for seg in segs:
@@ -298,7 +308,8 @@ def render(chart: Chart, chart_id: str, hover_data: bool = True) -> str:
     out.append(f'<line class="cross" x1="0" x2="0" y1="{top}" y2="{top + ph}" visibility="hidden"/>')
     out.append('</svg>')
     hover = {"x0": left, "x1": left + pw, "y0": top, "y1": top + ph, "xd": [xlo, xhi],
-             "series": [{"label": s.label, "color": s.color, "xs": s.xs, "ys": [y if _finite(y) else None for y in s.ys]}
+             "series": [{"label": s.label, "color": s.color, "xs": s.xs, "ys": [y if _finite(y) else None for y in s.ys],
+                         **({"notes": s.notes} if s.notes else {})}
                         for s in chart.series if s.hover]}
     data = (f'<script type="application/json" class="chart-data" data-for="{chart_id}">{script_json(hover)}</script>'
             if hover_data else "")

@@ -166,4 +166,4 @@ def build_monitor(cfg: Config, routing: Routing) -> AlarmMonitor:
     a = cfg.alarms
     return AlarmMonitor(roles_by_policy, AlarmThresholds(
         window=a.window, amp_ratio=a.amp_ratio, flat_ratio=a.flat_ratio, capture_closing=a.capture_closing,
-        capture_move=a.capture_move, cliff_margin=a.cliff_margin))
+        capture_move=a.capture_move, cliff_margin=a.cliff_margin, cliff_z=a.cliff_z))

@@ -6,10 +6,11 @@ step of the RL trainer; `validate` measures the workflow's final-answer accuracy
 from __future__ import annotations
 
 import functools
+import math
 import random
 import time
 from collections import Counter
-from statistics import fmean
+from statistics import fmean, pvariance
 
 import torch
 
@@ -94,7 +95,9 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
 
     Same sampling seed every time, so two validations differ only by the weights.
     `val/accuracy` is over the scorable samples (NaN when none is): a sample the verifier could not
-    score is not a wrong answer. `val/unscorable_frac` is the fraction that was unscorable.
+    score is not a wrong answer. `val/unscorable_frac` is the fraction that was unscorable;
+    `val/n` the scorable samples and `val/accuracy_se` the standard error of `val/accuracy`
+    (`accuracy_se`), which the validation_cliff alarm weighs a fall against.
     """
     routes = {r: BASE_POLICY for r in stack.routing.routes} if base else stack.routing.routes
     eps, _ = play(stack, stack.val_P, 1, routes, seed=stack.cfg.train.seed + 10_007)
@@ -104,7 +107,29 @@ def validate_episodes(stack: Stack, *, base: bool = False) -> tuple[dict[str, fl
     scorable = [ep for ep in eps if ep.reward is not None]
     m["val/accuracy"] = fmean(1.0 if ep.reward == 1.0 else 0.0 for ep in scorable) if scorable else float("nan")
     m["val/unscorable_frac"] = (len(eps) - len(scorable)) / len(eps) if eps else 0.0
+    m["val/n"], m["val/accuracy_se"] = accuracy_se(eps)
     return m, eps
+
+
+def accuracy_se(episodes: list[Episode]) -> tuple[int, float]:
+    """(scorable samples, standard error of the accuracy over them); the error is NaN when none is scorable.
+
+    The unit of sampling is the problem, not the sample: several answers to one problem are not
+    independent, so the error comes from each problem's mean correctness a_p, se = sqrt(var(a_p) / P)
+    over the P problems with a scorable sample. var is the population variance (divide by P): with
+    one sample per problem a_p is 0 or 1 and this is the binomial sqrt(p(1-p)/n) exactly, the same
+    error the alarm computes from `val/n` for a row that lacks this one (the P-1 form would differ
+    by a factor sqrt(P/(P-1)), 7% at 8 problems, 1% at 50).
+    """
+    by_problem: dict[str, list[float]] = {}
+    for ep in episodes:
+        if ep.reward is not None:
+            by_problem.setdefault(ep.problem.uid, []).append(1.0 if ep.reward == 1.0 else 0.0)
+    n = sum(map(len, by_problem.values()))
+    if not by_problem:
+        return 0, float("nan")
+    means = [fmean(v) for v in by_problem.values()]
+    return n, math.sqrt(pvariance(means) / len(means))
 
 
 def notices(stack: Stack, what: str, episodes: list[Episode], *, validation: bool = False, skipped: bool = False,
