@@ -129,7 +129,7 @@ def test_validation_and_training_come_from_distinct_seeds_and_never_share_a_ques
     assert not set(range(val_seed, val_seed + 20)) & set(range(train_seed, train_seed + 200))
     assert not {p.prompt for p in val} & {p.prompt for p in train}
     assert len({p.uid for p in train + val}) == len(train) + len(val)
-    assert any("20 validation problems (seed=1234)" in t for t in told)
+    assert any("20 validation problems, distinct (seed=1234, " in t for t in told)
 
 
 def test_overlapping_seed_ranges_are_moved_apart():
@@ -283,3 +283,28 @@ def test_one_training_step_on_a_reasoning_gym_task(tiny_model_dir, tmp_path):
     assert statuses and "reward/status_unscorable" not in statuses, rows[0]
     samples = [json.loads(x) for x in (run.path / "samples.jsonl").read_text().splitlines() if x.strip()]
     assert samples and all(s["uid"].startswith("basic_arithmetic/") for s in samples)
+
+
+def test_validation_questions_are_distinct_even_where_items_repeat():
+    # Two-term one-digit sums: 200 questions in all, so 100 items hold repeats; validation takes distinct ones.
+    one_digit = "task.gym_options={min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 1}"
+    _, train, val, told = _problems("task.gym=chain_sum", one_digit, "task.n_val=100", "task.gym_train_size=300")
+    assert len(val) == len({p.prompt for p in val}) == 100
+    drawn = int(next(t for t in told if "drawn" in t).split(" drawn")[0].rsplit(" ", 1)[-1])
+    assert drawn > 100  # some items were repeats and were skipped
+    assert not {p.prompt for p in val} & {p.prompt for p in train}
+
+
+def test_more_validation_questions_than_the_space_holds_is_refused_naming_the_count():
+    one_digit = "task.gym_options={min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 1}"
+    with pytest.raises(ValueError, match=r"task.n_val=201: .* made only 200 distinct questions"):
+        _problems("task.gym=chain_sum", one_digit, "task.n_val=201", "task.gym_train_size=10")
+
+
+def test_question_space_counts_distinct_questions_and_says_when_it_saturated():
+    from rolecall.tasks.reasoning_gym import question_space
+
+    small = question_space("chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}, 5000)
+    assert small == {"draws": 5000, "distinct": 200, "saturated": True}
+    big = question_space("chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 3, "max_digits": 3}, 500)
+    assert big["distinct"] > 490 and not big["saturated"]

@@ -7,11 +7,15 @@ declares (`check_options`: a bool must be true/false, an int a whole number, a f
 number, lists, tuples and Optional followed through), then by reasoning-gym itself.
 
 Split. reasoning-gym draws item i of a dataset from `Random(seed + i)`. The validation problems
-are items 0..n_val-1 with seed `task.seed`; the training problems are items
-0..gym_train_size-1 with a seed derived from `task.seed` by a hash, moved if needed so that the
-two ranges of per-item seeds do not overlap. Distinct seeds are not enough on a small problem
-space (two-term one-digit sums repeat), so a training problem whose question is also a
-validation question is dropped (the log counts them): validation never appears in training.
+are the first n_val *distinct* questions among items 0, 1, 2, ... with seed `task.seed`: on a
+small problem space (two-term one-digit sums: 200 questions in all) items repeat, and a repeated
+validation question would count one problem twice. A space too small to give n_val distinct
+questions within `MAX_DRAWS_PER_QUESTION` draws each is refused, naming how many it gave. The
+training problems are items 0..gym_train_size-1 with a seed derived from `task.seed` by a hash,
+moved if needed so that the two ranges of per-item seeds do not overlap; a training problem
+whose question is also a validation question is dropped (the log counts them): validation never
+appears in training. `question_space` counts the distinct questions a dataset makes in a number
+of draws (what `rolecall compare screen` reports).
 
 Each `Problem` carries what scoring needs in `meta`: `gym`, `gym_options` and `entry`, the
 reasoning-gym entry (question, answer, metadata) as JSON data; the verifier
@@ -39,6 +43,9 @@ from rolecall.types import Problem
 INSTALL = "pip install 'rolecall[reasoning-gym]'"
 LIST_THEM = "python -c \"import reasoning_gym; print(sorted(reasoning_gym.factory.DATASETS))\""
 RESERVED = ("seed", "size")  # rolecall's: the split
+# Validation draws at most this many items per distinct question wanted before calling the space too small
+# (two-term one-digit chain_sum gives its 200th distinct question after about 1,300 draws).
+MAX_DRAWS_PER_QUESTION = 50
 _SALT = "rolecall reasoning_gym training seed"
 
 
@@ -183,22 +190,62 @@ def _short(hint: Any) -> str:
 def make_entries(gym: str, options: dict, seed: int, size: int, split: str) -> list[dict]:
     """The first `size` entries of the dataset as JSON data; ValueError if one is not (`split`
     names them in the message)."""
-    ds, out = dataset(gym, options, seed, size), []
-    for i in range(size):
-        entry = ds[i]
-        try:
-            out.append(json.loads(json.dumps(entry, allow_nan=False)))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"task.gym: {gym!r} {split} item {i} is not JSON data ({e}); rolecall stores each "
-                             "entry with its problem and scores it in a worker process, so this dataset cannot "
-                             "be used") from None
-    if out and out[0].get("answer") is not None:
-        before, after = ds.score_answer(ds[0]["answer"], ds[0]), ds.score_answer(out[0]["answer"], out[0])
-        if before != after:
-            raise ValueError(f"task.gym: {gym!r} entries do not survive JSON (the gold answer of {split} item 0 "
-                             f"scores {before} as generated and {after} after a JSON round trip), so rolecall "
-                             "cannot score them in its worker; pick another dataset")
+    ds = dataset(gym, options, seed, size)
+    out = [_as_json(gym, ds[i], i, split) for i in range(size)]
+    if out:
+        _check_round_trip(gym, ds, ds[0], out[0], split)
     return out
+
+
+def distinct_entries(gym: str, options: dict, seed: int, wanted: int) -> tuple[list[tuple[int, dict]], int]:
+    """The first `wanted` entries with distinct questions among items 0, 1, ... of the seed-`seed`
+    dataset, as (item index, JSON entry), and how many items were drawn; ValueError naming
+    task.n_val when the space gives fewer within `MAX_DRAWS_PER_QUESTION` x `wanted` draws."""
+    cap = max(MAX_DRAWS_PER_QUESTION * wanted, 1000)
+    ds, seen, out = dataset(gym, options, seed, cap), set(), []
+    for i in range(cap):
+        entry = ds[i]
+        if entry["question"] in seen:
+            continue
+        seen.add(entry["question"])
+        out.append((i, _as_json(gym, entry, i, "validation")))
+        if len(out) == wanted:
+            _check_round_trip(gym, ds, ds[out[0][0]], out[0][1], "validation")
+            return out, i + 1
+    raise ValueError(f"task.n_val={wanted}: reasoning-gym {gym!r} with options {options} made only {len(out)} "
+                     f"distinct questions in {cap:,} draws; lower task.n_val to at most {len(out)} (leaving some "
+                     "for training) or widen task.gym_options")
+
+
+def question_space(gym: str, options: dict, draws: int = 5000, seed: int = 0) -> dict:
+    """How many distinct questions `draws` items of the dataset hold, and whether the count had stopped
+    growing (no new question in the last fifth of the draws: then it is about the whole space)."""
+    ds, seen, last_new = dataset(gym, options, seed, draws), set(), 0
+    for i in range(draws):
+        q = ds[i]["question"]
+        if q not in seen:
+            seen.add(q)
+            last_new = i
+    return {"draws": draws, "distinct": len(seen), "saturated": last_new < 0.8 * draws}
+
+
+def _as_json(gym: str, entry: dict, i: int, split: str) -> dict:
+    try:
+        return json.loads(json.dumps(entry, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"task.gym: {gym!r} {split} item {i} is not JSON data ({e}); rolecall stores each "
+                         "entry with its problem and scores it in a worker process, so this dataset cannot "
+                         "be used") from None
+
+
+def _check_round_trip(gym: str, ds, made: dict, stored: dict, split: str) -> None:
+    if stored.get("answer") is None:
+        return
+    before, after = ds.score_answer(made["answer"], made), ds.score_answer(stored["answer"], stored)
+    if before != after:
+        raise ValueError(f"task.gym: {gym!r} entries do not survive JSON (the gold answer of {split} item 0 "
+                         f"scores {before} as generated and {after} after a JSON round trip), so rolecall "
+                         "cannot score them in its worker; pick another dataset")
 
 
 def make_problem(gym: str, options: dict, seed: int, i: int, entry: dict) -> Problem:
@@ -213,9 +260,9 @@ def make_problem(gym: str, options: dict, seed: int, i: int, entry: dict) -> Pro
 def _problems(cfg, count_tokens=None, log=print):
     t = cfg.task
     options = dict(t.gym_options)
-    val_seed, train_seed = split_seeds(t.seed, t.n_val, t.gym_train_size)
-    val = [make_problem(t.gym, options, val_seed, i, e)
-           for i, e in enumerate(make_entries(t.gym, options, val_seed, t.n_val, "validation"))]
+    drawn, draws = distinct_entries(t.gym, options, t.seed, t.n_val)
+    val_seed, train_seed = split_seeds(t.seed, draws, t.gym_train_size)  # every drawn item's seed is validation's
+    val = [make_problem(t.gym, options, val_seed, i, e) for i, e in drawn]
     seen = {p.prompt for p in val}
     train = [make_problem(t.gym, options, train_seed, i, e)
              for i, e in enumerate(make_entries(t.gym, options, train_seed, t.gym_train_size, "training"))]
@@ -224,7 +271,8 @@ def _problems(cfg, count_tokens=None, log=print):
         raise ValueError(f"task.gym: every one of the {len(train)} training questions of {t.gym!r} is also a "
                          f"validation question (the problem space is that small); widen task.gym_options or "
                          "lower task.n_val")
-    log(f"reasoning_gym {t.gym}: {len(val)} validation problems (seed={val_seed}), {len(kept)} training problems "
+    log(f"reasoning_gym {t.gym}: {len(val)} validation problems, distinct (seed={val_seed}, {draws} drawn), "
+        f"{len(kept)} training problems "
         f"(seed={train_seed}, {t.gym_train_size} made, {len(train) - len(kept)} dropped as validation questions)")
     return kept, val
 
