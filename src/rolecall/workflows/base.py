@@ -125,6 +125,25 @@ class Workflow:
         """Workflow-specific metrics of one step's scored episodes (`<workflow>/<name>` keys)."""
         return {}
 
+    # The roles whose replies are the answer to the problem, as opposed to the roles that select,
+    # judge or plan: the paper's generator transfer ("When Does Multi-Agent RL Improve LLM
+    # Workflows?", Table 3) plays them with a single-agent RL adapter and the others on the base
+    # model (`rolecall compare`). Empty: the workflow has no such role, and no transfer is made.
+    answering_roles: ClassVar[tuple[str, ...]] = ()
+
+    def rule_outcomes(self, episode: Episode) -> dict[str, dict[str, float | None]]:
+        """For each selecting or judging role, the graded outcome the scored `episode` would have had
+        had that role followed a trivial rule instead ({role: {rule: reward}}; None: unscorable),
+        re-read from the episode without a model call (a pick among graded candidates, a verdict on
+        a graded draft). `rolecall compare` sets the role against its rules on the same episodes.
+        Empty by default: nothing can be re-read."""
+        return {}
+
+    def oracle_outcome(self, episode: Episode) -> float | None:
+        """The outcome a perfect selecting role would have reached on the scored `episode` (the best
+        graded candidate), where the episode holds one; None otherwise. The screen's ceiling."""
+        return None
+
     async def demonstrations(self, problem: Problem) -> list[Demonstration]:
         """Turns of `problem` played right, for a supervised warm start (`rolecall warm-start`):
         a workflow that can write them from the problem's gold data overrides this. None by

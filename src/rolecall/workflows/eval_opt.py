@@ -77,6 +77,13 @@ class EvalOpt(Workflow):
             writer = writer + [assistant(answer), user(self.render("revise", critique=review.strip()))]
         return answer
 
+    answering_roles = ("generator",)
+
+    def rule_outcomes(self, episode: Episode) -> dict[str, dict[str, float | None]]:
+        """The evaluator against always accepting: the episode's answer would have been the first draft."""
+        judged = episode.grades("judged")
+        return {"evaluator": {"always accept": judged[0]}} if judged else {}
+
     def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
         if not self.evaluator_reward:
             return None

@@ -106,6 +106,24 @@ class Voting(Workflow):
         team.info["selected"] = choice
         return candidates[choice - 1]
 
+    answering_roles = ("generator",)
+
+    def rule_outcomes(self, episode: Episode) -> dict[str, dict[str, float | None]]:
+        """The aggregator against always taking the first candidate and against the voters' majority
+        (`majority_index` over `candidate_answers`), each read off the candidates' grades."""
+        grades = episode.grades("candidates")
+        if self.aggregator != "llm" or not grades:
+            return {}
+        rules = {"first": grades[0]}
+        if (answers := episode.info.get("candidate_answers")) is not None:
+            rules["majority"] = grades[majority_index(answers) - 1]
+        return {"aggregator": rules}
+
+    def oracle_outcome(self, episode: Episode) -> float | None:
+        """The best candidate's grade: what an aggregator that always picked a right one would reach."""
+        scored = [g for g in episode.grades("candidates") if g is not None]
+        return max(scored) if scored else None
+
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """pass@k over the candidates; how often the pick was right when some candidate was, and
         how often the trivial rules (always the first, the majority) were on those episodes; how
