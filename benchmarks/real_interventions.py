@@ -1,4 +1,4 @@
-"""The paper's interventions on one cell of the real grid, paired with the grid's own runs of it.
+"""rolecall's interventions (the paper proposes neither) on one cell of the real grid, paired with the grid's own runs of it.
 
     python benchmarks/real_grid.py                                   # first: the grid
     python benchmarks/real_interventions.py --choose                 # then: which cell the rule picks

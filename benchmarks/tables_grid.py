@@ -208,7 +208,7 @@ EFFECTS = (("peak", "peak"), ("final", "final"), ("fall", "deepest fall"), ("rol
 
 
 def real_interventions() -> str:
-    """The paper's interventions on the cell the rule picked: each arm's runs over seeds (and
+    """rolecall's interventions (the paper proposes neither) on the cell the rule picked: each arm's runs over seeds (and
     the grid's own runs of the cell, "none"), then each arm minus none paired by seed, with
     its 95 % t interval (benchmarks/real_interventions.py)."""
     if not INTERVENTIONS.is_file():
