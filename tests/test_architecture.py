@@ -23,7 +23,7 @@ LAYERS = [
     {"compose", "distributed", "basemodel"},                                            # putting pieces together
     {"algo", "rundir"},                                                                 # the update, the run directory
     {"train"},                                                                          # trainers
-    {"", "__main__", "config", "api", "export", "cli", "grid", "report", "machine", "shipped_configs", "library_logs",
+    {"", "__main__", "config", "api", "export", "cli", "grid", "compare", "report", "machine", "shipped_configs", "library_logs",
      "testing"},
 ]
 # Modules that work for any workflow: they may not name one, nor a role, nor the meta-policy.

@@ -105,7 +105,6 @@ class DataCfg(_Strict):
     n_val: PositiveInt | None = Field(None, description="Use at most this many validation problems.")
     limit: PositiveInt | None = Field(None, description="Train on at most this many problems (smoke tests; see n_val for validation).")
 
-
     @model_validator(mode="after")
     def _has_validation(self) -> "DataCfg":
         # The one place this is checked: the CLI's config and a library caller's DataCfg alike.
@@ -296,10 +295,9 @@ class AlarmsCfg(_Strict):
     capture_closing: float = Field(0.5, gt=0, lt=1, description="sp_role_capture: gap to the other role shrank to this fraction.")
     capture_move: float = Field(0.5, gt=0, description="sp_role_capture: the captured role moved this fraction of the first gap.")
     cliff_margin: float = Field(0.1, gt=0, le=1, description="validation_cliff: accuracy this far below its running peak.")
-    cliff_z: float = Field(
-        1.96, ge=0, description="validation_cliff: the fall must also exceed this many standard errors of the "
-                                "difference, sqrt(se_peak^2 + se_now^2), from each row's val/accuracy_se (binomial "
-                                "from val/n when absent; the margin alone when both are). 0: the margin alone.")
+    cliff_z: float = Field(1.96, ge=0, description="validation_cliff: the fall must also exceed this many standard errors "
+                           "of the difference, sqrt(se_peak^2 + se_now^2) (each row's val/accuracy_se, else binomial "
+                           "from val/n; the margin alone where neither is logged). 0: the margin alone.")
 
 
 class TrainCfg(_Strict):
@@ -316,8 +314,7 @@ class TrainCfg(_Strict):
                                       "(a fraction: 0.1 = ten points) at train.stop_patience validations in a row, the "
                                       "run stops there, checkpointed, with the best checkpoint kept (exit 0). "
                                       "None: off.")
-    stop_patience: PositiveInt = Field(
-        2, description="Validations in a row at least train.stop_below_peak below the peak that end the run.")
+    stop_patience: PositiveInt = Field(2, description="Validations in a row at least train.stop_below_peak below the peak that end the run.")
     seed: int = Field(0, description="Seed of problem order and sampling.")
     threads: int = Field(0, ge=0, description="torch threads; 0 = a fair share of the cores: all of them for a run "
                                               "alone, split evenly among the rolecall training runs on the machine.")
@@ -405,7 +402,6 @@ class Config(_Strict):
             raise ValueError(f"algo.mini_batches: {a.mini_batches} is more than the {episodes} episodes of a step "
                              f"(rollout.problems_per_step {r.problems_per_step} x rollout.group_size {r.group_size}), "
                              f"so some mini-batches would be empty; allowed: 1..{episodes}")
-
 
     def mini_batch_rows(self) -> int | None:
         """Rows per PPO mini-batch (None: a fixed count of algo.mini_batches per iteration)."""

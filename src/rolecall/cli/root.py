@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import typer
 
+from rolecall.cli.compare import compare_app
 from rolecall.cli.grid import grid_app
 from rolecall.cli.runs import eval_cmd, export, generate, inspect, report
 from rolecall.cli.tools import configs, env, get_model_cmd, make_base_cmd
@@ -47,6 +48,7 @@ app.command()(configs)
 app.command()(report)
 app.command()(inspect)
 app.add_typer(grid_app, name="grid")
+app.add_typer(compare_app, name="compare")
 app.add_typer(verify_app, name="verify")
 
 

@@ -64,7 +64,7 @@ class SequentialExecutor:
             yield work(job)
 
 
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror and e.filename is not None:
         return f"{e.filename}: {e.strerror}"
     from rolecall.errors import UserError
@@ -89,7 +89,7 @@ def execute_cell(job: CellJob, runner: CellRunner, listener: Listener | None = N
     except (KeyboardInterrupt, TrainingStopped):
         raise  # the whole grid stops; the cell resumes from its last checkpoint with --resume
     except Exception as e:  # noqa: BLE001 - one cell's failure, whatever it is, must not stop the grid
-        error = _describe(e)
+        error = describe_error(e)
         layout.mark_failed(job.path, error, traceback.format_exc())
         return CellResult(job.cell.name, "failed", time.monotonic() - t0, error)
     seconds = time.monotonic() - t0

@@ -1,0 +1,146 @@
+"""`rolecall compare`: does training this workflow beat training one model alone, and why (`compare_app`)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer.core import TyperGroup
+
+from rolecall.cli.common import as_user_errors, console
+
+
+class _CompareGroup(TyperGroup):
+    """`rolecall compare CONFIG ...` is `rolecall compare run CONFIG ...`."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+compare_app = typer.Typer(cls=_CompareGroup, no_args_is_help=True,
+                          help="Compare a trained workflow with the single-agent control, the generator transfer "
+                               "and its untrained self, with intervals and detectable effects "
+                               "(`rolecall compare CONFIG`); `rolecall compare report DIR`; "
+                               "`rolecall compare screen SCREEN.yaml`.")
+
+
+@compare_app.command("run")
+def compare_run(
+    args: list[str] = typer.Argument(..., help="Multi-agent configs (paths or shipped names such as examples/voting), "
+                                     "then dotted.key=value overrides for every arm."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Comparison directory (default runs/compare-<config name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the comparison in --out: finished units are kept."),
+    seeds: int = typer.Option(5, "--seeds", help="Seeds per arm (train.seed 0..N-1)."),
+    samples: int = typer.Option(8, "--samples", help="Answers per validation problem in every evaluation."),
+    routing: Optional[list[str]] = typer.Option(None, "--routing", help="Train the workflow under this routing "
+                                                "(isolated, shared; repeat for both). Default: the config's own."),
+    target_mde: Optional[float] = typer.Option(None, "--target-mde", help="Keep adding seeds until every (a)-(c) "
+                                               "question's 80 %-power detectable effect is below this (or --max-seeds)."),
+    max_seeds: int = typer.Option(10, "--max-seeds", help="The cap on seeds under --target-mde."),
+    long_factor: float = typer.Option(1.5, "--long-factor", help="The long control trains this far past the trained "
+                                      "arms' generated tokens and training seconds."),
+    no_transfer: bool = typer.Option(False, "--no-transfer", help="Leave out the generator transfer arm."),
+    chunk: int = typer.Option(25, "--chunk", help="Problems per evaluation chunk (an evaluation resumes by chunk)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check every arm's config and input, print the plan, run nothing."),
+) -> None:
+    """Train and evaluate every arm of the comparison, then write record.json and report.html."""
+    from rolecall.compare import plan as P
+    from rolecall.compare.runner import INDEX
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    configs = [a for a in args if "=" not in a or Path(a).exists()]
+    overrides = [a for a in args if a not in configs]
+    out = out or Path("runs") / f"compare-{Path(configs[0]).stem if configs else 'comparison'}"
+    opts = P.Options(configs=configs, overrides=overrides, seeds=seeds, samples=samples, routings=list(routing or []),
+                     long_factor=long_factor, target_mde=target_mde, max_seeds=max_seeds, transfer=not no_transfer,
+                     chunk_problems=chunk)
+    with as_user_errors():
+        opts.check()
+        wfs = P.workflows(opts)
+        units = P.untrained_units(wfs) + P.seed_units(opts, wfs, 0)
+    if dry_run:
+        _dry_run(opts, wfs, units, out)
+        return
+    if resume and not (out / INDEX).is_file():
+        resume = False  # nothing to continue: start it
+    _run(out, opts, resume, len(units) - 1 + (len(units) - len(wfs)) * (opts.seeds - 1))
+
+
+def _dry_run(opts, wfs, units, out: Path) -> None:
+    from rolecall.grid.plan import one_line
+    from rolecall.train.stack import preflight
+
+    for u in units:
+        sys.stdout.write(f"{u.kind}\t{u.name}\t{u.arm}\n")
+    with as_user_errors():
+        cfg = next(u.config for u in units if u.config is not None)
+        info = preflight(cfg)
+    for line in info.pop("data_report"):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    console.print(f"dry run ok: {len(wfs)} workflow(s), {opts.seeds} seeds x {len(units) - len(wfs)} units per seed, "
+                  f"{opts.samples} answers per validation problem; would write {out}. Inputs: {one_line(str(info))}",
+                  highlight=False, soft_wrap=True, markup=False)
+
+
+def _run(out: Path, opts, resume: bool, n_units: int) -> None:
+    from rolecall.compare.progress import CompareProgress
+    from rolecall.compare.record import write
+    from rolecall.compare.runner import Comparison
+    from rolecall.rundir.stop import TrainingStopped
+
+    say = lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    with as_user_errors():
+        cmp = Comparison.open(out, opts, resume, say)
+    view = CompareProgress(console, out, n_units)
+    try:
+        with as_user_errors(catch_interrupt=False), view:
+            cmp.run(view)
+    except (TrainingStopped, KeyboardInterrupt) as e:
+        say(f"{e}\nstopped; finished units are kept. Continue with: rolecall compare {' '.join(opts.configs)} "
+            f"--out {out} --resume (and the same options)")
+        raise typer.Exit(getattr(e, "exit_code", 130)) from None
+    with as_user_errors():
+        paths = write(cmp, " ".join(sys.argv))
+    _summary(paths[0])
+    for p in paths:
+        say(f"wrote {p}")
+    if cmp.state.failed:
+        say(f"{len(cmp.state.failed)} unit(s) failed: " + "; ".join(f"{k}: {v}" for k, v in cmp.state.failed.items()))
+        raise typer.Exit(1)
+
+
+def _summary(record_path: Path) -> None:
+    import json
+
+    from rich.table import Table
+
+    rec = json.loads(record_path.read_text("utf-8"))
+    t = Table(title="questions (A − B)")
+    for col in ("question", "A − B", "95 % (bootstrap / t)", "verdict", "mde80"):
+        t.add_column(col, overflow="fold")
+    for q in rec["questions"]:
+        if q["kind"] == "d" and "untrained" in q["id"]:
+            continue
+        est = "–" if q.get("estimate") is None else f"{q['estimate']:+.3f}"
+        ci = "–" if "ci95_t" not in q else (f"[{q['ci95_bootstrap'][0]:+.3f}, {q['ci95_bootstrap'][1]:+.3f}] / "
+                                            f"[{q['ci95_t'][0]:+.3f}, {q['ci95_t'][1]:+.3f}]")
+        t.add_row(q["question"], est, ci, q.get("verdict", ""), "–" if q.get("mde80") is None else f"{q['mde80']:.3f}")
+    console.print(t)
+
+
+@compare_app.command("report")
+def compare_report(out: Path = typer.Argument(..., help="A comparison directory written by `rolecall compare`.")) -> None:
+    """Rewrite record.json and report.html from what the directory holds (finished units only)."""
+    from rolecall.compare.record import write
+    from rolecall.compare.runner import Comparison
+
+    with as_user_errors():
+        cmp = Comparison.open(out, None, True, lambda text: None)
+        paths = write(cmp, " ".join(sys.argv))
+    _summary(paths[0])
+    for p in paths:
+        console.print(f"wrote {p}", highlight=False, soft_wrap=True)
