@@ -144,3 +144,37 @@ def compare_report(out: Path = typer.Argument(..., help="A comparison directory 
     _summary(paths[0])
     for p in paths:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)
+
+
+@compare_app.command("screen")
+def compare_screen(
+    screen_file: Path = typer.Argument(..., help="A screen file: workflows, candidates and the selection rule."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Screen directory (default runs/screen-<file name>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the screen in --out: finished evaluations are kept."),
+) -> None:
+    """Evaluate the untrained workflows on candidate tasks and choose one by the file's rule (screen.json)."""
+    from rolecall.compare.screen import load_screen, run_screen
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = out or Path("runs") / f"screen-{screen_file.stem}"
+    say = lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    with as_user_errors():
+        screen = load_screen(screen_file)
+        record = run_screen(screen, out, resume, say)
+    from rich.table import Table
+
+    t = Table(title=f"screen {screen_file}")
+    for col in ("candidate", "distinct", "single-sample", "oracle", "headroom", "evaluator / always accept", "rule"):
+        t.add_column(col, overflow="fold")
+    fmt = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
+    choice = record["choice"]
+    for label, row in record["candidates"].items():
+        ev = next((v for v in row.values() if isinstance(v, dict) and "evaluator_accuracy" in v), {})
+        vote = next((v for v in row.values() if isinstance(v, dict) and v.get("oracle") is not None), {})
+        verdict = "chosen" if label == choice["chosen"] else "passes" if label in choice["passing"] else \
+            choice["excluded"].get(label, "")
+        t.add_row(label, str((row.get("space") or {}).get("distinct", "–")), fmt(row.get("single_sample")),
+                  fmt(vote.get("oracle")), fmt(row.get("headroom")),
+                  f"{fmt(ev.get('evaluator_accuracy'))} / {fmt(ev.get('rule_always_correct_acc'))}", verdict)
+    console.print(t)
+    say(f"chosen: {choice['chosen']}; wrote {out / 'screen.json'}")

@@ -100,7 +100,7 @@ class Unit:
     config: Config | None = None  # train units; eval units build theirs when they run (they need trained runs)
 
 
-def _load(config: str, overrides: list[str]) -> Config:
+def load_checked(config: str, overrides: list[str]) -> Config:
     try:
         return load_config(config, overrides)
     except ConfigError as e:
@@ -114,7 +114,7 @@ def workflows(opts: Options) -> list[Workflow]:
 
     out, first = [], None
     for path in opts.configs:
-        cfg = _load(path, opts.overrides)
+        cfg = load_checked(path, opts.overrides)
         if cfg.workflow.name == "single":
             raise CompareError(f"{path}: the single-agent workflow is the control itself; give a multi-agent config")
         if cfg.metapolicy is not None:
@@ -150,7 +150,7 @@ def _first_diff(a: dict, b: dict) -> str:
 
 def load_config_of(run: Path) -> Config:
     """The config a run directory of the comparison was trained with."""
-    return _load(str(run / "config.yaml"), [])
+    return load_checked(str(run / "config.yaml"), [])
 
 
 def seed_overrides(seed: int) -> list[str]:
@@ -160,19 +160,19 @@ def seed_overrides(seed: int) -> list[str]:
 
 def control_config(opts: Options, seed: int) -> Config:
     first = opts.configs[0]
-    return _load(first, [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items())])
+    return load_checked(first, [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items())])
 
 
 def trained_config(opts: Options, wf: Workflow, routing: str, seed: int) -> Config:
     own = [] if routing == "custom" else [f"routing={routing}"]
-    return _load(wf.config, [*opts.overrides, *own, *seed_overrides(seed)])
+    return load_checked(wf.config, [*opts.overrides, *own, *seed_overrides(seed)])
 
 
 def long_control_config(opts: Options, seed: int, steps: int) -> Config:
     """The control trained for `steps`, every checkpoint kept (the matched readings pick among them)."""
     cfg = control_config(opts, seed)
     every = cfg.train.checkpoint_every
-    return _load(opts.configs[0], [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()),
+    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()),
                                    f"train.steps={steps}", f"train.checkpoint_every={every}",
                                    f"train.keep_last={steps // every + 2}"])
 
@@ -180,7 +180,7 @@ def long_control_config(opts: Options, seed: int, steps: int) -> Config:
 def transfer_config(opts: Options, wf: Workflow, control_run: Path) -> Config:
     """The workflow with the control's adapter on its answering roles and the base model on the rest."""
     routing = {role: (TRANSFER_POLICY if role in wf.answering else "base") for role in wf.roles}
-    return _load(wf.config, [*opts.overrides, f"routing={json.dumps(routing)}",
+    return load_checked(wf.config, [*opts.overrides, f"routing={json.dumps(routing)}",
                              f"policies={json.dumps({TRANSFER_POLICY: {'init_from': str(control_run), 'trainable': False}})}"])
 
 
