@@ -115,3 +115,24 @@ def test_doubling_advice_follows_the_dominant_part():
     assert seedy.buy == "seeds" and seedy.mde_twice_seeds < seedy.mde
     noisy = answer(_table(np.full((3, 20), 0.1), v=np.full((3, 20), 0.2)))  # all sampling noise
     assert noisy.mde_twice_samples <= noisy.mde_twice_seeds + 1e-12
+
+
+def test_t_interval_reproduces_the_recorded_grid_and_a_three_seed_bootstrap_is_far_narrower():
+    # The recorded real grid's paired differences (3 seeds) and their 95 % t intervals, from grid.matching:
+    # the crossed-variance t interval on a one-problem table is the same interval. The seed bootstrap over 3
+    # seeds spans exactly [min, max] of the values (27 draws, the 2.5 / 97.5 % points are the extremes),
+    # so on its own it would call differences the t interval cannot tell from zero: why a verdict needs both.
+    import json
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/real_grid.json").read_text())
+    disagree = 0
+    for row in rec["against_control"]:
+        for m in ("problems", "generated_tokens", "wall_seconds", "peak_vs_own_base"):
+            p = row[m]
+            a = answer(_table([[v] for v in p["values"]]))
+            assert a.t_ci == pytest.approx(tuple(p["ci95"]), abs=2e-4)
+            assert a.bootstrap_ci == pytest.approx((min(p["values"]), max(p["values"])))
+            boot_says = verdict_of(a.bootstrap_ci) != "cannot tell"
+            disagree += boot_says and verdict_of(a.t_ci) == "cannot tell"
+    assert disagree == 5  # of 16: the bootstrap alone would have named a winner five more times

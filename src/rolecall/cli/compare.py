@@ -95,9 +95,11 @@ def _run(out: Path, opts, resume: bool, n_units: int) -> None:
     say = lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
     with as_user_errors():
         cmp = Comparison.open(out, opts, resume, say)
+    from rolecall.library_logs import library_output_to
+
     view = CompareProgress(console, out, n_units)
-    try:
-        with as_user_errors(catch_interrupt=False), view:
+    try:  # library chatter (weight-loading bars, warnings) into <out>/library.log, as `train` does
+        with as_user_errors(catch_interrupt=False), library_output_to(out), view:
             cmp.run(view)
     except (TrainingStopped, KeyboardInterrupt) as e:
         say(f"{e}\nstopped; finished units are kept. Continue with: rolecall compare {' '.join(opts.configs)} "
@@ -158,9 +160,12 @@ def compare_screen(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = out or Path("runs") / f"screen-{screen_file.stem}"
     say = lambda text: console.print(text, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    from rolecall.library_logs import library_output_to
+
     with as_user_errors():
         screen = load_screen(screen_file)
-        record = run_screen(screen, out, resume, say)
+        with library_output_to(out):  # weight-loading bars and warnings into <out>/library.log
+            record = run_screen(screen, out, resume, say)
     from rich.table import Table
 
     t = Table(title=f"screen {screen_file}")

@@ -108,7 +108,11 @@ def evaluate_arm(cfg: Config, out: Path, meta: dict, *, samples: int, chunk_prob
         progress(len(problems), len(problems))
     finally:
         stack.close()
-    result = {**meta, "samples": samples, **combine([done[i] for i in sorted(done)])}
+    from rolecall.rundir.sitting import code_version, machine
+
+    # Which code and which processor answered (an evaluation resumed elsewhere names the finishing one).
+    result = {**meta, "samples": samples, "code": code_version(), "machine": machine(),
+              **combine([done[i] for i in sorted(done)])}
     write_atomic(out, json.dumps(result, indent=1) + "\n")
     partial.unlink(missing_ok=True)
     return result

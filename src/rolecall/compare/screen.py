@@ -137,6 +137,21 @@ def choose(rule: dict, rows: dict[str, dict]) -> dict:
     return {"passing": passing, "excluded": why, "chosen": chosen}
 
 
+def _provenance(cfg, out: Path) -> dict:
+    """rolecall's code, the libraries, this machine, the base model's hash, and which code and machine
+    answered each evaluation."""
+    from rolecall.compare.evaluate import read_eval
+    from rolecall.compare.record import versions
+    from rolecall.rundir.fingerprint import model_fingerprint
+    from rolecall.rundir.sitting import code_version, machine
+
+    model = {k: v for k, v in model_fingerprint(cfg).items() if k != "path"}
+    evals = {p.stem: {k: (read_eval(p) or {}).get(k) for k in ("code", "machine")}
+             for p in sorted((out / "evals").glob("*.json"))}
+    return {"code": code_version(), "versions": versions(), "machine": machine(), "model": model,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "evaluations": evals}
+
+
 def run_screen(screen: Screen, out: Path, resume: bool, notify, listener=None) -> dict:
     """Screen every candidate (resumably: finished evaluations are kept) and write `<out>/screen.json`."""
     from rolecall.compare.evaluate import evaluate_arm, read_eval
@@ -189,5 +204,6 @@ def run_screen(screen: Screen, out: Path, resume: bool, notify, listener=None) -
         write_atomic(record_path, json.dumps(record, indent=1) + "\n")
     record["choice"] = choose(screen.rule, record["candidates"])
     record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    record["provenance"] = _provenance(next(iter(configs.values()))[0], out)
     write_atomic(record_path, json.dumps(record, indent=1) + "\n")
     return record
