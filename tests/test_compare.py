@@ -167,3 +167,15 @@ def test_questions_on_planted_evaluations_are_the_hand_computed_differences():
     assert table.diff.tolist() == [[0.5, 0.0]]
     table, _ = arm_table({0: {"p1": [None, None]}}, {0: {"p1": [1]}})  # nothing scorable on one side
     assert table is None
+
+
+def test_a_compare_file_holds_the_options_and_a_flag_overrides_it(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("configs: [examples/voting]\noverrides: {train.steps: 2, task.n_val: 6}\nseeds: 3\nsamples: 4\n")
+    res = CliRunner().invoke(app, ["compare", str(f), "--dry-run", "--seeds", "2"])
+    assert res.exit_code == 0, res.output
+    assert "2 seeds x 7 units per seed, 4 answers per validation problem" in res.output
+    assert "'val_problems': 6" in res.output
+    f.write_text("configs: [examples/voting]\nseedz: 3\n")
+    res = CliRunner().invoke(app, ["compare", str(f), "--dry-run"])
+    assert res.exit_code != 0 and "unknown key 'seedz'" in res.output

@@ -34,17 +34,19 @@ def compare_run(
                                      "then dotted.key=value overrides for every arm."),
     out: Optional[Path] = typer.Option(None, "--out", help="Comparison directory (default runs/compare-<config name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the comparison in --out: finished units are kept."),
-    seeds: int = typer.Option(5, "--seeds", help="Seeds per arm (train.seed 0..N-1)."),
-    samples: int = typer.Option(8, "--samples", help="Answers per validation problem in every evaluation."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per arm (train.seed 0..N-1; default 5)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Answers per validation problem in every "
+                                          "evaluation (default 8)."),
     routing: Optional[list[str]] = typer.Option(None, "--routing", help="Train the workflow under this routing "
                                                 "(isolated, shared; repeat for both). Default: the config's own."),
     target_mde: Optional[float] = typer.Option(None, "--target-mde", help="Keep adding seeds until every (a)-(c) "
                                                "question's 80 %-power detectable effect is below this (or --max-seeds)."),
-    max_seeds: int = typer.Option(10, "--max-seeds", help="The cap on seeds under --target-mde."),
-    long_factor: float = typer.Option(1.5, "--long-factor", help="The long control trains this far past the trained "
-                                      "arms' generated tokens and training seconds."),
+    max_seeds: Optional[int] = typer.Option(None, "--max-seeds", help="The cap on seeds under --target-mde (default 10)."),
+    long_factor: Optional[float] = typer.Option(None, "--long-factor", help="The long control trains this far past "
+                                                "the trained arms' generated tokens and training seconds (default 1.5)."),
     no_transfer: bool = typer.Option(False, "--no-transfer", help="Leave out the generator transfer arm."),
-    chunk: int = typer.Option(25, "--chunk", help="Problems per evaluation chunk (an evaluation resumes by chunk)."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", help="Problems per evaluation chunk (an evaluation resumes "
+                                        "by chunk; default 25)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check every arm's config and input, print the plan, run nothing."),
 ) -> None:
     """Train and evaluate every arm of the comparison, then write record.json and report.html."""
@@ -55,9 +57,23 @@ def compare_run(
     configs = [a for a in args if "=" not in a or Path(a).exists()]
     overrides = [a for a in args if a not in configs]
     out = out or Path("runs") / f"compare-{Path(configs[0]).stem if configs else 'comparison'}"
-    opts = P.Options(configs=configs, overrides=overrides, seeds=seeds, samples=samples, routings=list(routing or []),
-                     long_factor=long_factor, target_mde=target_mde, max_seeds=max_seeds, transfer=not no_transfer,
-                     chunk_problems=chunk)
+    with as_user_errors():
+        given = None
+        if len(configs) == 1:  # a compare file (configs/compares/NAME.yaml, or `compares/NAME` installed)
+            from rolecall.shipped_configs import find_shipped
+
+            path = Path(configs[0]) if Path(configs[0]).is_file() else find_shipped(configs[0])
+            given = P.compare_file(path) if path is not None else None
+    fields = given or {"configs": configs}
+    if given:
+        fields["overrides"] = [*given.get("overrides", []), *overrides]
+    else:
+        fields["overrides"] = overrides
+    flags = {"seeds": seeds, "samples": samples, "routings": list(routing or []) or None, "long_factor": long_factor,
+             "target_mde": target_mde, "max_seeds": max_seeds, "transfer": False if no_transfer else None,
+             "chunk_problems": chunk}
+    fields.update({k: v for k, v in flags.items() if v is not None})  # a flag overrides the file
+    opts = P.Options(**fields)
     with as_user_errors():
         opts.check()
         wfs = P.workflows(opts)

@@ -76,6 +76,38 @@ class Options:
         return cls(**{k: v for k, v in doc.items() if k in cls.__dataclass_fields__})
 
 
+FILE_KEYS = ("configs", "overrides", "seeds", "samples", "routings", "long_factor", "target_mde", "max_seeds",
+             "transfer", "chunk_problems")
+
+
+def compare_file(path: Path) -> dict | None:
+    """A compare file's options (configs relative to the file), or None when `path` is a run config.
+
+    A compare file is YAML with a `configs` list and any of the other `Options` fields, so that a
+    recorded comparison is one command: `rolecall compare configs/compares/NAME.yaml`."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or "configs" not in raw:
+        return None
+    where = f"compare file {str(path)!r}"
+    unknown = sorted(set(raw) - set(FILE_KEYS))
+    if unknown:
+        raise CompareError(f"{where}: unknown key {unknown[0]!r}; allowed: {list(FILE_KEYS)}")
+    if not isinstance(raw["configs"], list) or not raw["configs"]:
+        raise CompareError(f"{where}: configs must list the multi-agent configs to compare")
+    here = Path(path).parent
+    raw["configs"] = [str(here / c) if not Path(c).is_absolute() and (here / c).exists() else str(c) for c in raw["configs"]]
+    ovr = raw.get("overrides") or {}
+    if not isinstance(ovr, dict):
+        raise CompareError(f"{where}: overrides must map dotted.key: value")
+    raw["overrides"] = [f"{k}={json.dumps(v)}" for k, v in ovr.items()]
+    return raw
+
+
 @dataclass(frozen=True)
 class Workflow:
     """One multi-agent config of the comparison."""
