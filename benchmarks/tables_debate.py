@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.tables_grid import interval, recorded, spread
+from benchmarks.tables_grid import DETECTABLE, interval, recorded, spread
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEBATE, MATRIX = RESULTS / "real_debate.json", RESULTS / "real_grid.json"
@@ -108,4 +108,4 @@ def maporl_paired() -> str:
         rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
                     + " | ".join(interval(Paired.of(c).as_dict()) for c in cols) + " |")
     return "\n".join(rows) + f"\n\nFrom {recorded(doc, DEBATE)} and `benchmarks/results/{MATRIX.name}`. " \
-                             "Intervals are 95 % t over the paired seeds.\n"
+                             f"Intervals are 95 % t over the paired seeds; {DETECTABLE}\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import fmean
 
 from benchmarks.deliberation import rounds_in
-from benchmarks.tables_grid import interval, recorded
+from benchmarks.tables_grid import DETECTABLE, interval, recorded
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REAL = RESULTS / "deliberation_smollm2-deliberation.json"
@@ -39,7 +39,7 @@ def mpdf_real() -> str:
         pair = "–" if key == "trained" else interval(doc["trained_minus"].get(key) or {})
         rows.append(f"| {label} | " + " | ".join(f"{a:.2f}" for a in accs) + f" | {doc['mean_accuracy'][key]:.3f} | {pair} |")
     return "\n".join(rows) + (f"\n\n{len(runs)} of {REAL_SEEDS} seeds; validation accuracy on the config's `task.n_val` "
-                              f"problems; intervals are 95 % t over the seeds. From {recorded(doc, REAL)}.\n")
+                              f"problems; intervals are 95 % t over the seeds; {DETECTABLE} From {recorded(doc, REAL)}.\n")
 
 
 def mpdf_real_actions() -> str:

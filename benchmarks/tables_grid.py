@@ -93,12 +93,31 @@ def real_grid_cells() -> str:
     return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 
+DETECTABLE = ("\"detectable ≥\" is the smallest paired difference the seeds could detect with 80 % power "
+              "(rolecall.compare.stats).")
+
+
+def detectable(values: list[float]) -> float | None:
+    """The smallest paired difference these seeds could detect with 80 % power (rolecall compare's
+    statistics on a seeds-only table); None from one seed."""
+    import numpy as np
+
+    from rolecall.compare.stats import Table, answer
+
+    if len(values) < 2:
+        return None
+    d = np.asarray(values, dtype=float)[:, None]
+    return answer(Table(tuple(map(str, range(len(d)))), ("one",), d, np.zeros_like(d)), draws=200).mde
+
+
 def interval(p: dict) -> str:
+    """`mean [lo, hi], detectable ≥ x`: the paired mean, its 95 % t interval and its 80 %-power detectable effect."""
     if not p or p.get("mean") is None:
         return "–"
     ci = p.get("ci95")
+    mde = detectable(p.get("values") or [])
     tail = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (one seed, no interval)"
-    return f"{p['mean']:+.2f}{tail}"
+    return f"{p['mean']:+.2f}{tail}" + (f", detectable ≥ {mde:.2f}" if mde is not None else "")
 
 
 def real_grid_matched() -> str:
@@ -224,7 +243,7 @@ def real_interventions() -> str:
     for arm, eff in doc["effects"].items():
         rows.append(f"| {arm} | {len(eff['seeds'])} | " + " | ".join(interval(eff.get(k)) for k, _ in EFFECTS) + " |")
     return ("\n".join(rows) + f"\n\nFrom {recorded(doc, INTERVENTIONS)}. Ranges are over seeds; "
-            "intervals are 95 % t over the paired seeds.\n")
+            f"intervals are 95 % t over the paired seeds; {DETECTABLE}\n")
 
 
 DAC = RESULT.with_name("real_search_answer.json")
@@ -313,13 +332,14 @@ def dac_paired() -> str:
                  for k, read in readers]
         rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
                     + " | ".join(interval(Paired.of(d).as_dict()) for d in diffs) + " |")
-    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds.\n"
+    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds; {DETECTABLE}\n"
 
 
 def _note(doc: dict) -> str:
     cells = doc.get("cells") or {}
     state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
-    return f"From {recorded(doc, RESULT, '; runs: ' + (state or 'none'))}. Ranges are over seeds."
+    return (f"From {recorded(doc, RESULT, '; runs: ' + (state or 'none'))}. Ranges are over seeds; "
+            f"{DETECTABLE}")
 
 
 def recorded(doc: dict, path: Path, more: str = "") -> str:

@@ -259,7 +259,8 @@ def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation
     assert "| full system (a policy per role) − one policy for both roles (the control) | 2 | +0.15 [" in paired
     assert "| full system (a policy per role) − abstention ablation | 1 | +0.20 (one seed, no interval) |" in paired
     # gains over each run's own step 0: the full system's 0.4 and 0.3 against the control's 0.4 and 0.1
-    assert paired.splitlines()[2].endswith("| +0.10 [-1.17, +1.37] |")
+    # 2 seeds: detectable = (t_0.975,1 + t_0.80,1) s / sqrt(2) = 14.082 x 0.09995 (from the interval's half-width)
+    assert paired.splitlines()[2].endswith("| +0.10 [-1.17, +1.37], detectable ≥ 1.41 |")
     assert "recorded 2026-11-29 at commit abc1234" in arms
 
 
@@ -312,12 +313,16 @@ def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_pa
             "no commit stored for co_trained-seed0, frozen_peers-seed1)") in arms  # not the started or pending run
     paired = {line.split(" | ")[0]: line for line in tables_debate.maporl_paired().splitlines() if line.startswith("| ")}
     claim = paired["| co-trained (every agent its own LoRA, incentives on) − one agent trained beside two frozen base peers"]
-    assert claim.split(" | ")[1:3] == ["2", "+0.25 [-0.39, +0.89]"]  # 0.70 - 0.50, 0.60 - 0.30
+    # 0.70 - 0.50, 0.60 - 0.30: s = 0.0707, detectable = 14.082 x 0.0707 / sqrt(2) = 0.704
+    assert claim.split(" | ")[1:3] == ["2", "+0.25 [-0.39, +0.89], detectable ≥ 0.70"]
     vs_control = paired["| co-trained (every agent its own LoRA, incentives on) − single-agent control (the matrix's)"]
     # last validation and equal problems and time: 0.70 - 0.60, 0.60 - 0.60; at equal tokens (2000,
     # the control's whole run) the debate is read at step 0, its last validation within them: 0.20 - 0.60
-    assert vs_control.split(" | ")[1:7] == ["2", "+0.05 [-0.59, +0.69]", "+0.05 [-0.59, +0.69]",
-                                           "-0.40 [-0.40, -0.40]", "+0.05 [-0.59, +0.69]", "+0.10 [-0.54, +0.74] |"]
+    # each pair of seeds differs by 0.10 (s/sqrt(2) = 0.05): detectable 14.082 x 0.05 = 0.70; no spread: 0
+    d = ", detectable ≥ 0.70"
+    assert vs_control.split(" | ")[1:7] == ["2", "+0.05 [-0.59, +0.69]" + d, "+0.05 [-0.59, +0.69]" + d,
+                                           "-0.40 [-0.40, -0.40], detectable ≥ 0.00", "+0.05 [-0.59, +0.69]" + d,
+                                           "+0.10 [-0.54, +0.74]" + d + " |"]
     assert "| co-trained, incentives off − single-agent control (the matrix's) | 0 | – |" in tables_debate.maporl_paired()
 
 
@@ -347,7 +352,7 @@ def test_the_mpdf_tables_pair_the_trained_policy_by_seed_and_show_its_actions(tm
     rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
     # 0.40 - 0.37, 0.30 - 0.35: mean -0.01, t(1) = 12.71 times the standard error 0.04
     assert rows["| always PERSIST (majority of the first answers)"] == \
-        "| always PERSIST (majority of the first answers) | 0.37 | 0.35 | 0.360 | -0.01 [-0.52, +0.50] |"
+        "| always PERSIST (majority of the first answers) | 0.37 | 0.35 | 0.360 | -0.01 [-0.52, +0.50], detectable ≥ 0.56 |"
     assert rows["| **SoftRankPO**"] == "| **SoftRankPO** | 0.40 | 0.30 | 0.350 | – |"
     assert "2 of 3 seeds" in table and "commit abc1234" in table
     assert "kept from the record of 2026-12-01 at commit fedcba9 (transformers 5.24.0): seed 0" in table
