@@ -12,7 +12,6 @@ which is never rewritten.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata as md
 import json
 import os
 import platform
@@ -20,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from rolecall.rundir.sitting import git, machine
+from rolecall.rundir.sitting import git, library_versions, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,12 +47,7 @@ def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
 
 
 def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
-    versions = {}
-    for name in ("torch", "transformers", "peft", "reasoning-gym"):
-        try:
-            versions[name] = md.version(name)
-        except md.PackageNotFoundError:
-            versions[name] = None
+    versions = library_versions()
     # Results written by earlier runs of a session are not a change of the code that measures.
     status = git(ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
     return {"commit": git(ROOT, "rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,

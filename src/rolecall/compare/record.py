@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import importlib.metadata as md
 import json
 import time
 from pathlib import Path
@@ -48,25 +47,15 @@ def build(cmp, command: str | None = None) -> dict:
             "provenance": provenance(cmp, command)}
 
 
-def versions() -> dict:
-    out = {}
-    for name in ("torch", "transformers", "peft", "reasoning-gym"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def provenance(cmp, command: str | None) -> dict:
     """rolecall's code, the libraries, this machine, the base model's hash, every run's sittings
     (which code and which processor wrote which steps) and every evaluation's code and machine."""
     from rolecall.diagnostics.summary import read_sittings
-    from rolecall.rundir.sitting import code_version, machine
+    from rolecall.rundir.sitting import code_version, library_versions, machine
 
     runs = sorted((cmp.out / "runs").iterdir()) if (cmp.out / "runs").is_dir() else []
     evals = {name: {"code": doc.get("code"), "machine": doc.get("machine")} for name, doc in cmp.evals().items()}
-    return {"code": code_version(), "versions": versions(), "machine": machine(), "model": _model(runs),
+    return {"code": code_version(), "versions": library_versions(), "machine": machine(), "model": _model(runs),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
             "sittings": {r.name: read_sittings(r) for r in runs}, "evaluations": evals}
 

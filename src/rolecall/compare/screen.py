@@ -141,14 +141,13 @@ def _provenance(cfg, out: Path) -> dict:
     """rolecall's code, the libraries, this machine, the base model's hash, and which code and machine
     answered each evaluation."""
     from rolecall.compare.evaluate import read_eval
-    from rolecall.compare.record import versions
     from rolecall.rundir.fingerprint import model_fingerprint
-    from rolecall.rundir.sitting import code_version, machine
+    from rolecall.rundir.sitting import code_version, library_versions, machine
 
     model = {k: v for k, v in model_fingerprint(cfg).items() if k != "path"}
     evals = {p.stem: {k: (read_eval(p) or {}).get(k) for k in ("code", "machine")}
              for p in sorted((out / "evals").glob("*.json"))}
-    return {"code": code_version(), "versions": versions(), "machine": machine(), "model": model,
+    return {"code": code_version(), "versions": library_versions(), "machine": machine(), "model": model,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "evaluations": evals}
 
 

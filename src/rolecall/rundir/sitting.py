@@ -70,6 +70,17 @@ def machine() -> dict:
     return {"cpu": cpu or platform.processor() or None, "cores": machine_cores()}
 
 
+def library_versions(names: tuple[str, ...] = ("torch", "transformers", "peft", "reasoning-gym")) -> dict:
+    """{package: installed version or None}: what a measured result depends on besides rolecall."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def record(run_dir: Path, step: int, stage: str | None = None) -> None:
     """Append this process's sitting, beginning at `step` (of `stage`, for a staged trainer), to
     `<run_dir>/sittings.jsonl`."""
