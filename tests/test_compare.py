@@ -179,3 +179,22 @@ def test_a_compare_file_holds_the_options_and_a_flag_overrides_it(tmp_path):
     f.write_text("configs: [examples/voting]\nseedz: 3\n")
     res = CliRunner().invoke(app, ["compare", str(f), "--dry-run"])
     assert res.exit_code != 0 and "unknown key 'seedz'" in res.output
+
+
+def test_target_mde_adds_a_seed_while_the_design_cannot_see_the_target_and_keeps_each_look(smoke):
+    from rolecall.compare.runner import Comparison
+
+    out, _ = smoke
+    cmp = Comparison.open(out, None, True, lambda text: None)
+    cmp.opts.target_mde, cmp.opts.max_seeds = 0.01, 3
+    assert cmp.more_seeds() is True  # two seeds on six problems cannot see one point
+    cmp.state.seeds.append(2)
+    assert cmp.more_seeds() is False  # the cap
+    cmp.opts.target_mde = 0.99
+    cmp.state.seeds.pop()
+    assert cmp.more_seeds() is False  # already below the target
+    looks = cmp.state.stopping
+    assert [x["decision"] for x in looks] == ["add a seed", "stop", "stop"] and looks[0]["largest_mde80"] > 0.01
+    from rolecall.compare.record import stopping_rule
+
+    assert "largest mde80" in stopping_rule(cmp.opts) and "never at an estimate" in stopping_rule(cmp.opts)

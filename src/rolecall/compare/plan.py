@@ -204,9 +204,13 @@ def long_control_config(opts: Options, seed: int, steps: int) -> Config:
     """The control trained for `steps`, every checkpoint kept (the matched readings pick among them)."""
     cfg = control_config(opts, seed)
     every = cfg.train.checkpoint_every
-    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()),
-                                   f"train.steps={steps}", f"train.checkpoint_every={every}",
-                                   f"train.keep_last={steps // every + 2}"])
+    # Its periodic validation is only a curve to look at (the matched readings evaluate checkpoints):
+    # about four of them, not one per val_every of a run several times longer.
+    val_every = max(cfg.train.val_every, every * max(1, steps // (4 * every)))
+    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed),
+                                          *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()),
+                                          f"train.steps={steps}", f"train.checkpoint_every={every}",
+                                          f"train.val_every={val_every}", f"train.keep_last={steps // every + 2}"])
 
 
 def transfer_config(opts: Options, wf: Workflow, control_run: Path) -> Config:
