@@ -198,3 +198,13 @@ def test_target_mde_adds_a_seed_while_the_design_cannot_see_the_target_and_keeps
     from rolecall.compare.record import stopping_rule
 
     assert "largest mde80" in stopping_rule(cmp.opts) and "never at an estimate" in stopping_rule(cmp.opts)
+
+
+def test_a_stopped_evaluation_keeps_its_finished_chunks_unless_they_were_cut_otherwise(tmp_path):
+    from rolecall.compare.evaluate import finished_chunks
+
+    p = tmp_path / "x.partial.jsonl"
+    p.write_text(json.dumps({"chunk": 0, "size": 25, "episodes": 1, "problems": {}, "metrics": {}}) + "\n"
+                 + json.dumps({"chunk": 1, "size": 25, "episodes": 1, "problems": {}, "metrics": {}}) + "\n{\"chunk\": 2, ")
+    assert sorted(finished_chunks(p, 25)) == [0, 1]  # the torn third line is done again
+    assert finished_chunks(p, 50) == {} and not p.exists()  # other chunks: start over

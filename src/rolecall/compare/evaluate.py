@@ -55,7 +55,8 @@ def arm_seed(name: str) -> int:
     return int.from_bytes(hashlib.sha256(f"rolecall compare {name}".encode()).digest()[:4], "big")
 
 
-def _read_partial(path: Path) -> dict[int, dict]:
+def finished_chunks(path: Path, size: int) -> dict[int, dict]:
+    """The chunks an earlier attempt finished; none when it cut the problems into chunks of another size."""
     done: dict[int, dict] = {}
     if not path.is_file():
         return done
@@ -65,6 +66,9 @@ def _read_partial(path: Path) -> dict[int, dict]:
             done[int(doc["chunk"])] = doc
         except (ValueError, KeyError, TypeError):
             break  # a torn last line from a kill: that chunk is done again
+    if any(doc.get("size", size) != size for doc in done.values()):
+        path.unlink()
+        return {}
     return done
 
 
@@ -86,7 +90,7 @@ def evaluate_arm(cfg: Config, out: Path, meta: dict, *, samples: int, chunk_prob
     from rolecall.train.step import play
 
     partial = out.with_name(out.stem + ".partial.jsonl")
-    done = _read_partial(partial)
+    done = finished_chunks(partial, chunk_problems)
     stack = build_stack(cfg)
     try:
         problems = stack.val_P
@@ -100,7 +104,8 @@ def evaluate_arm(cfg: Config, out: Path, meta: dict, *, samples: int, chunk_prob
             if i in done:
                 continue
             episodes, _ = play(stack, chunk, samples, routes, seed=seed)
-            doc = {"chunk": i, "episodes": len(episodes), "problems": episode_rows(stack.workflow, episodes),
+            doc = {"chunk": i, "size": chunk_problems, "episodes": len(episodes),
+                   "problems": episode_rows(stack.workflow, episodes),
                    "metrics": {k: v for k, v in stack.workflow.metrics(episodes).items()
                                if isinstance(v, (int, float)) and v == v}}
             _append(partial, doc)
