@@ -208,3 +208,16 @@ def test_a_stopped_evaluation_keeps_its_finished_chunks_unless_they_were_cut_oth
                  + json.dumps({"chunk": 1, "size": 25, "episodes": 1, "problems": {}, "metrics": {}}) + "\n{\"chunk\": 2, ")
     assert sorted(finished_chunks(p, 25)) == [0, 1]  # the torn third line is done again
     assert finished_chunks(p, 50) == {} and not p.exists()  # other chunks: start over
+
+
+@pytest.mark.parametrize("name, transferred, base", [
+    ("voting", {"generator"}, {"aggregator"}), ("eval_opt", {"generator"}, {"evaluator"}),
+    ("chain", {"generator", "refiner"}, {"verifier"}), ("search_answer", {"generator"}, {"searcher"}),
+    ("debate", {"debater"}, set()), ("orch_workers", set(), {"orchestrator", "worker", "synthesizer"})])
+def test_each_shipped_workflow_transfers_the_roles_that_answer(name, transferred, base):
+    (wf,) = P.workflows(P.Options(configs=[f"examples/{name}"]))
+    routing = P.transfer_routing(wf)
+    assert {r for r, p in routing.items() if p == P.TRANSFER_POLICY} == transferred
+    assert {r for r, p in routing.items() if p == "base"} == base
+    units = {u.arm for u in P.seed_units(P.Options(configs=[f"examples/{name}"]), [wf], 0)}
+    assert ("transfer" in units) == bool(transferred)  # no answering role: no transfer arm (the untrained one is it)

@@ -190,9 +190,18 @@ def seed_overrides(seed: int) -> list[str]:
     return [f"train.seed={seed}", "train.stop_below_peak=null"]
 
 
+def control_overrides(opts: Options) -> list[str]:
+    """What turns the first config into the single-agent control: the workflow, its routing and
+    policies, and the per-role settings of roles the control does not have (its one role keeps its own)."""
+    cfg = load_checked(opts.configs[0], opts.overrides)
+    own = lambda by_role: {r: v for r, v in by_role.items() if r == "generator"}  # noqa: E731 - single's one role
+    return [*(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()), "policies=null",
+            f"rollout.max_new_tokens_by_role={json.dumps(own(cfg.rollout.max_new_tokens_by_role))}",
+            f"algo.kl_coef_by_role={json.dumps(own(cfg.algo.kl_coef_by_role))}"]
+
+
 def control_config(opts: Options, seed: int) -> Config:
-    first = opts.configs[0]
-    return load_checked(first, [*opts.overrides, *seed_overrides(seed), *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items())])
+    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed), *control_overrides(opts)])
 
 
 def trained_config(opts: Options, wf: Workflow, routing: str, seed: int) -> Config:
@@ -207,15 +216,19 @@ def long_control_config(opts: Options, seed: int, steps: int) -> Config:
     # Its periodic validation is only a curve to look at (the matched readings evaluate checkpoints):
     # about four of them, not one per val_every of a run several times longer.
     val_every = max(cfg.train.val_every, every * max(1, steps // (4 * every)))
-    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed),
-                                          *(f"{k}={json.dumps(v)}" for k, v in CONTROL.items()),
+    return load_checked(opts.configs[0], [*opts.overrides, *seed_overrides(seed), *control_overrides(opts),
                                           f"train.steps={steps}", f"train.checkpoint_every={every}",
                                           f"train.val_every={val_every}", f"train.keep_last={steps // every + 2}"])
 
 
+def transfer_routing(wf: Workflow) -> dict[str, str]:
+    """Each role to the control's adapter (the answering roles) or to the bare base model (the rest)."""
+    return {role: (TRANSFER_POLICY if role in wf.answering else "base") for role in wf.roles}
+
+
 def transfer_config(opts: Options, wf: Workflow, control_run: Path) -> Config:
     """The workflow with the control's adapter on its answering roles and the base model on the rest."""
-    routing = {role: (TRANSFER_POLICY if role in wf.answering else "base") for role in wf.roles}
+    routing = transfer_routing(wf)
     return load_checked(wf.config, [*opts.overrides, f"routing={json.dumps(routing)}",
                              f"policies={json.dumps({TRANSFER_POLICY: {'init_from': str(control_run), 'trainable': False}})}"])
 

@@ -40,6 +40,7 @@ from rolecall.workflows.base import (Team, Workflow, assistant, form_rates, form
 class Chain(Workflow):
     name = "chain"
     roles = ("generator", "verifier", "refiner")
+    answering_roles = ("generator", "refiner")  # both write a solution; the verifier critiques
     templates = {"generator": ("problem",), "verifier": ("problem", "solution"), "refiner": ("critique",)}
     role_diagnostics = {"verifier": ("verdict_form",)}
 

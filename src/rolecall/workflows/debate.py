@@ -116,6 +116,7 @@ class Debate(Workflow):
         self.agent_roles = (tuple(f"agent{a}" for a in range(self.n_agents)) if agents == "roles"
                             else ("debater",) * self.n_agents)
         self.roles = tuple(dict.fromkeys(self.agent_roles)) + (("scorer",) if peer_scores == "scorer" else ())
+        self.answering_roles = tuple(dict.fromkeys(self.agent_roles))  # every debater answers; a scorer judges
         self.templates = {"generator": ("problem",), "debate": ("problem", "own", "peers"),
                           **({"scorer": ("problem", "solution")} if peer_scores == "scorer" else {})}
         super().__init__(prompts)

@@ -122,6 +122,7 @@ def concede_target(states: Sequence[AgentState], agent: int) -> int | None:
 class Deliberation(Workflow):
     name = "deliberation"
     roles = ("agent",)
+    answering_roles = ("agent",)
     templates = {"solve": ("problem",), "refine": ("problem", "own", "peers")}
 
     def __init__(self, prompts=DELIBERATION_PROMPTS, agents: int = 3, rounds: int = 3,

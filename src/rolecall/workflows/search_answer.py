@@ -81,6 +81,7 @@ _QUERY_PREFIX = re.compile(r"^\W*(?:search\s+)?query\s*[:=]\s*", re.IGNORECASE)
 class SearchAnswer(Workflow):
     name = "search_answer"
     roles = ("searcher", "generator")
+    answering_roles = ("generator",)  # the searcher only retrieves
     templates = {"searcher": ("question", "evidence", "stop"), "generator": ("question", "evidence", "abstain")}
 
     def __init__(self, prompts=SEARCH_PROMPTS, hops: int = 2, top_k: int = 3, corpus: str | None = None,
