@@ -71,8 +71,8 @@ def test_bad_workflow_option_value_is_a_config_error():
 
 
 def test_unknown_estimator_lists_allowed():
-    with pytest.raises(ConfigError, match=r"algo\.estimator: unknown 'ppo'; allowed: \['agentwise', 'drgrpo', 'grpo', "
-                                          r"'rloo', 'softrank', 'turnwise'\]"):
+    with pytest.raises(ConfigError, match=r"algo\.estimator: unknown 'ppo'; allowed: \['agentwise', 'counterfactual', "
+                                          r"'drgrpo', 'grpo', 'rloo', 'softrank', 'turnwise'\]"):
         load_config(None, ["algo.estimator=ppo"])
 
 

@@ -200,8 +200,8 @@ class RolloutCfg(_Strict):
 
 
 class AlgoCfg(_Strict):
-    estimator: str = Field("grpo", description="Advantage estimator: grpo | agentwise | turnwise | drgrpo | rloo | softrank.")
-    estimator_options: dict[str, float] = Field(default_factory=dict, description="The estimator's tuning, e.g. {tau: 0.8} for softrank, {eps: 1e-6} for grpo.")
+    estimator: Union[str, dict[str, str]] = Field("grpo", description="Advantage estimator (grpo, agentwise, turnwise, drgrpo, rloo, softrank, counterfactual: `rolecall train --dry-run` lists them), or one per role, e.g. {aggregator: counterfactual, '*': grpo} ('*': every role not named; default grpo).")
+    estimator_options: dict[str, Union[float, dict[str, float]]] = Field(default_factory=dict, description="The estimator's tuning, e.g. {tau: 0.8} for softrank; with one estimator per role, by estimator: {softrank: {tau: 0.8}}.")
     group_by: Literal["slot", "role", "turn", "episode"] | None = Field(
         None, description="Group key next to the problem (turn = turn index and role); default: the estimator's.")
     clip_low: float = Field(0.2, gt=0, lt=1, description="PPO clip epsilon below 1.")
@@ -220,7 +220,7 @@ class AlgoCfg(_Strict):
                                                   "(k3 estimator, aggregated like the loss); 0 = off, as in the paper's runs.")
     kl_coef_by_role: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict, description="Per-role KL anchor: these roles use their own KL weight instead of kl_coef "
-                                          "(the paper's per-role KL intervention, e.g. {generator: 0.05}).")
+                                          "(rolecall's per-role KL anchor, e.g. {generator: 0.05}).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus: this weight times the policy's token entropy "
                                                        "(aggregated like the loss) is subtracted from the loss; 0 = off.")
     coherence_lambda: float = Field(0.0, ge=0, le=1, description="Gradient-coherence regularizer: each adapter's gradient "

@@ -2,7 +2,7 @@
 advantage within its group (GRPO grouped by call slot, role, turn or episode)."""
 from __future__ import annotations
 
-from rolecall.advantages import get_estimator
+from rolecall.advantages import estimator_of_roles, get_estimator, options_of
 from rolecall.algo.scoring import nonfinite
 from rolecall.types import Episode, Turn
 
@@ -35,18 +35,52 @@ def group_id(ep: Episode, turn: Turn, group_by: str) -> tuple:
     raise ValueError(f"algo.group_by: unknown {group_by!r}; allowed: slot, role, turn, episode")
 
 
-def advantages(episodes: list[Episode], estimator: str, group_by: str | None,
-               options: dict | None = None) -> tuple[list[Turn], list[float], dict]:
-    """Outcome reward broadcast to every turn (paper default), normalised within groups."""
-    est = get_estimator(estimator, options)
+def advantages(episodes: list[Episode], estimator: str | dict[str, str], group_by: str | None,
+               options: dict | None = None, workflow=None) -> tuple[list[Turn], list[float], dict]:
+    """Each turn's advantage within its group, by its role's estimator (`estimator_of_roles`). Most
+    estimators read the turn's reward (the outcome broadcast to every turn, the paper's default, or
+    the workflow's own `turn_rewards`); the counterfactual estimator reads its credit instead,
+    the outcome minus what the turn's default would have reached (`workflow.counterfactuals`)."""
     turns, owners = flatten(episodes)
-    key = group_by or est.default_group_by
-    # A workflow may reward some turns on their own (`Workflow.turn_rewards`); the rest get the outcome.
     rewards_N = [ep.turn_rewards.get(t.index, ep.reward) if ep.turn_rewards else ep.reward
                  for t, ep in zip(turns, owners)]
-    groups_N = [group_id(ep, t, key) for t, ep in zip(turns, owners)]
-    adv_N, metrics = est.compute(rewards_N, groups_N)
-    return turns, adv_N, {f"adv/{k}": v for k, v in metrics.items()}
+    plan = estimator_of_roles(estimator, sorted({t.role for t in turns}))
+    per_role = not isinstance(estimator, str)
+    adv_N, metrics = [0.0] * len(turns), {}
+    for name in sorted(set(plan.values())):
+        est = get_estimator(name, options_of(name, options, per_role))
+        idx = [i for i, t in enumerate(turns) if plan[t.role] == name]
+        key = group_by or est.default_group_by
+        if getattr(est, "needs_counterfactuals", False):
+            values, cf_metrics = counterfactual_credits([turns[i] for i in idx], [owners[i] for i in idx], workflow)
+            metrics.update(cf_metrics)
+        else:
+            values = [rewards_N[i] for i in idx]
+        adv, m = est.compute(values, [group_id(owners[i], turns[i], key) for i in idx])
+        for i, a in zip(idx, adv):
+            adv_N[i] = a
+        metrics.update({f"adv/{name}/{k}" if per_role else f"adv/{k}": v for k, v in m.items()})
+    return turns, adv_N, metrics
+
+
+def counterfactual_credits(turns: list[Turn], owners: list[Episode], workflow) -> tuple[list[float | None], dict]:
+    """Each turn's outcome minus its default's (None where the episode is unscorable or the workflow
+    cannot re-read the turn), and per role how many turns changed nothing (`cf_zero_credit`, of
+    those with a counterfactual) and how many had none (`cf_unavailable`)."""
+    read: dict[int, dict[int, float | None]] = {}
+    values: list[float | None] = []
+    for turn, ep in zip(turns, owners):
+        cfs = read.setdefault(id(ep), workflow.counterfactuals(ep) if workflow is not None else {})
+        cf = cfs.get(turn.index)
+        values.append(None if ep.reward is None or cf is None else ep.reward - cf)
+    metrics: dict[str, float] = {}
+    for role in sorted({t.role for t in turns}):
+        mine = [(t, v) for t, v in zip(turns, values) if t.role == role]
+        have = [v for t, v in mine if v is not None]
+        metrics[f"role/{role}/cf_unavailable"] = 1 - len(have) / len(mine)
+        if have:
+            metrics[f"role/{role}/cf_zero_credit"] = sum(v == 0 for v in have) / len(have)
+    return values, metrics
 
 
 def credit(episodes: list[Episode], workflow) -> dict[str, float]:

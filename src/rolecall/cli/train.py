@@ -89,7 +89,8 @@ def _preflight(cfg) -> None:
     from rolecall.advantages import ESTIMATORS, estimator_options
 
     for name in sorted(ESTIMATORS):  # what algo.estimator (and algo.estimator_options) can be
-        mark = "*" if name == cfg.algo.estimator else " "
+        chosen = [cfg.algo.estimator] if isinstance(cfg.algo.estimator, str) else list(cfg.algo.estimator.values())
+        mark = "*" if name in chosen else " "
         opts = ", ".join(f"{k}={v:g}" for k, v in estimator_options(name).items())
         opts = f"options, defaults: {opts}" if opts else "no options"
         console.print(f"{mark} estimator {name:<10} groups by {ESTIMATORS[name].default_group_by:<5} ({opts})",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from rolecall.advantages import ESTIMATORS, get_estimator
+from rolecall.advantages import check_estimators
 from rolecall.compose.team import Team, build_team
 from rolecall.errors import one_line
 from rolecall.rewards.verifier import answer_from_readers
@@ -25,15 +25,13 @@ if TYPE_CHECKING:  # annotations only: the schema is checked, never built, here
 def check_config(cfg: "Config") -> Team:
     """ValueError naming the field at fault, else the run's workflow and routing."""
     _check_task(cfg)
-    if cfg.algo.estimator not in ESTIMATORS:
-        raise ValueError(f"algo.estimator: unknown {cfg.algo.estimator!r}; allowed: {sorted(ESTIMATORS)}")
-    get_estimator(cfg.algo.estimator, cfg.algo.estimator_options)  # unknown options, bad values
     try:
         team = build_team(cfg)
     except (OSError, yaml.YAMLError) as e:  # an unreadable prompt file is the user's to fix
         raise ValueError(f"workflow.prompts: cannot read prompt file {cfg.workflow.prompts!r}: {one_line(e)}; "
                          f"allowed: a shipped set {list(PROMPT_SETS)} or a readable .yaml file") from None
     wf, routing = team.workflow, team.routing
+    check_estimators(cfg.algo.estimator, cfg.algo.estimator_options, wf)
     unused = sorted(set(cfg.policies or {}) - set(routing.routes.values()))
     if unused:
         warnings.warn(f"policies: {unused} are played by no role of {wf.name!r} (roles -> policies: "

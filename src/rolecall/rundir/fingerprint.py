@@ -19,7 +19,7 @@ from rolecall.tasks import get_task
 from rolecall.workflows import workflow_prompts
 
 # Compared in this order; the first is what a user most likely changed by mistake.
-FIELDS = ("model", "tokenizer", "dataset", "workflow", "routing", "lora", "reward")
+FIELDS = ("model", "tokenizer", "dataset", "workflow", "routing", "lora", "reward", "credit")
 # Shown in the message, never compared: a model or data file that moved is still the same one.
 _INFO = {"path"}
 _HEAD = 1 << 20  # bytes hashed at each end of a weights file: cheap even for many GB
@@ -131,6 +131,8 @@ def run_fingerprint(cfg, stack) -> dict:
         "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules),
                  **({"policies": _json(cfg.policy_lora())} if cfg.policy_lora() else {})},
         "reward": _reward(cfg),
+        # the estimator per role: switching a role to counterfactual credit mid-run changes what it learns from
+        "credit": {"estimator": _json(cfg.algo.estimator)},
     }
 
 
@@ -144,6 +146,8 @@ def differences(saved: dict, now: dict) -> list[str]:
     """One phrase per field that differs, e.g. `routing differs (checkpoint: isolated, now: shared)`."""
     out = []
     for field in FIELDS:
+        if field not in saved:  # a checkpoint saved before rolecall recorded this field
+            continue
         a, b = saved.get(field) or {}, now.get(field) or {}
         keys = [k for k in sorted(a.keys() | b.keys()) if k not in _INFO and a.get(k) != b.get(k)]
         if keys:

@@ -185,7 +185,7 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     row.update(statuses)
     row.update(credit(episodes, stack.workflow))
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by,
-                                           cfg.algo.estimator_options)
+                                           cfg.algo.estimator_options, stack.workflow)
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
     row.update(rollout_metrics(episodes, signatures=full, role_diagnostics=stack.workflow.role_diagnostics))

@@ -139,6 +139,17 @@ class Workflow:
         Empty by default: nothing can be re-read."""
         return {}
 
+    # The roles whose turns `counterfactuals` can credit; the counterfactual estimator
+    # (`algo.estimator: {role: counterfactual}`) is refused for any other role.
+    counterfactual_roles: ClassVar[tuple[str, ...]] = ()
+
+    def counterfactuals(self, episode: Episode) -> dict[int, float | None]:
+        """For turns of `counterfactual_roles` whose effect can be re-read from the scored
+        `episode`: turn index -> the reward the episode would have had with that turn replaced
+        by its role's stated default (None: unscorable). A turn whose default changes nothing
+        maps to the episode's own reward (credit 0). Turns it cannot re-read are left out."""
+        return {}
+
     def oracle_outcome(self, episode: Episode) -> float | None:
         """The outcome a perfect selecting role would have reached on the scored `episode` (the best
         graded candidate), where the episode holds one; None otherwise. The screen's ceiling."""

@@ -117,6 +117,7 @@ class Debate(Workflow):
                             else ("debater",) * self.n_agents)
         self.roles = tuple(dict.fromkeys(self.agent_roles)) + (("scorer",) if peer_scores == "scorer" else ())
         self.answering_roles = tuple(dict.fromkeys(self.agent_roles))  # every debater answers; a scorer judges
+        self.counterfactual_roles = self.answering_roles  # last-round turns: see counterfactuals
         self.templates = {"generator": ("problem",), "debate": ("problem", "own", "peers"),
                           **({"scorer": ("problem", "solution")} if peer_scores == "scorer" else {})}
         super().__init__(prompts)
@@ -182,6 +183,26 @@ class Debate(Workflow):
         base, extra = future_mean_rewards(scores, self.gamma), incentives(scores, self.alphas)
         return {turns[t][a]: (None if base[t][a] is None else base[t][a] + extra[t][a])
                 for t in range(len(turns)) for a in range(self.n_agents)}
+
+    def counterfactuals(self, episode: Episode) -> dict[int, float | None]:
+        """A debater's default is its previous answer. Only a last-round turn's effect can be re-read:
+        the final majority is counted again with that agent's previous answer in its place. An
+        earlier round's answer shaped what the others read next, which no re-count can undo."""
+        turns, scores = episode.info.get("debate_turns"), self._scores_table(episode)
+        if not turns or len(turns) < 2 or len(scores) != len(turns):
+            return {}
+        text = {t.index: t.completion_text for t in episode.turns}
+        last, before = turns[-1], turns[-2]
+        out = {}
+        for a in range(self.n_agents):
+            ballot = [(before[a], scores[-2][a]) if b == a else (last[b], scores[-1][b]) for b in range(self.n_agents)]
+            texts = [text.get(i, "") for i, _ in ballot]
+            if self.answer_from == "boxed":
+                won = majority_choice(texts)
+            else:
+                won = majority_index([final_answer(x, self.answer_from).text for x in texts])
+            out[last[a]] = ballot[won - 1][1]
+        return out
 
     def metrics(self, episodes: list[Episode]) -> dict[str, float]:
         """Accuracy of each round's answers, and how often agents changed right<->wrong."""

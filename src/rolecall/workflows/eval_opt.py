@@ -84,6 +84,19 @@ class EvalOpt(Workflow):
         judged = episode.grades("judged")
         return {"evaluator": {"always accept": judged[0]}} if judged else {}
 
+    counterfactual_roles = ("evaluator",)
+
+    def counterfactuals(self, episode: Episode) -> dict[int, float | None]:
+        """An evaluator turn's default is to accept: a verdict that sent the draft back would have
+        made that draft the answer; an acceptance, or the last verdict (it changes nothing), is
+        what the default does anyway (credit 0)."""
+        judges, drafts = _evaluator_turns(episode), episode.grades("judged")
+        out = {}
+        for k, (turn, verdict) in enumerate(zip(judges, episode.info.get("verdicts", []))):
+            revised = verdict is not True and k < len(judges) - 1
+            out[turn.index] = drafts[k] if revised and k < len(drafts) else episode.reward
+        return out
+
     def turn_rewards(self, episode: Episode) -> dict[int, float | None] | None:
         if not self.evaluator_reward:
             return None

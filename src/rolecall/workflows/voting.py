@@ -80,6 +80,8 @@ class Voting(Workflow):
         self.fallback = fallback
         self.role_format = role_format_option(role_format)
         self.format_penalty = format_penalty_option(format_penalty)
+        # A voter's ballot can be re-counted only when a majority, not an LLM, picks.
+        self.counterfactual_roles = ("generator",) if aggregator == "majority" else ("aggregator",)
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -118,6 +120,26 @@ class Voting(Workflow):
         if (answers := episode.info.get("candidate_answers")) is not None:
             rules["majority"] = grades[majority_index(answers) - 1]
         return {"aggregator": rules}
+
+    def counterfactuals(self, episode: Episode) -> dict[int, float | None]:
+        """The aggregator's default is the workflow's fallback rule (`fallback`: the first candidate,
+        or the majority): the pick it would have made without the aggregator. Under `aggregator:
+        majority` a voter's default is leaving its ballot out: the majority of the others."""
+        grades, answers = episode.grades("candidates"), episode.info.get("candidate_answers")
+        if not grades or answers is None:
+            return {}
+        if self.aggregator == "majority":
+            voters = [t for t in episode.turns if t.role == "generator"]
+            out = {}
+            for i, turn in enumerate(voters):
+                rest = [j for j in range(len(answers)) if j != i]
+                out[turn.index] = grades[rest[majority_index([answers[j] for j in rest]) - 1]] if rest else None
+            return out
+        pick = next((t for t in episode.turns if t.role == "aggregator"), None)
+        if pick is None:
+            return {}
+        rule = majority_index(answers) if self.fallback == "majority" else 1
+        return {pick.index: grades[rule - 1]}
 
     def oracle_outcome(self, episode: Episode) -> float | None:
         """The best candidate's grade: what an aggregator that always picked a right one would reach."""
