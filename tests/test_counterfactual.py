@@ -152,3 +152,46 @@ def test_a_run_trains_its_aggregator_on_counterfactual_credit(tmp_path):
     steps = [r for r in run.metrics if "adv/counterfactual/groups" in r]
     assert len(steps) == 2 and all("role/aggregator/cf_unavailable" in r for r in steps)
     assert all(r["adv/counterfactual/groups"] == 2 for r in steps)  # one aggregator group per problem
+
+
+def test_a_voter_under_an_llm_aggregator_is_replayed_without_its_ballot():
+    import asyncio
+
+    from rolecall.types import Reply
+
+    wf = _wf("voting")
+    turns = [_turn(i, "generator", f"generator{i}", f"it is \\boxed{{{a}}}") for i, a in enumerate(["2", "7", "5"])]
+    ep = Episode(problem=P, sample=0, turns=turns + [_turn(3, "aggregator", "aggregator")], reward=1.0,
+                 info={"candidate_answers": ["2", "7", "5"], "selected": 1},
+                 graded_rewards={"candidates": [1.0, 0.0, 0.0]})
+
+    class Team:
+        asked: list = []
+
+        async def call(self, role, messages, slot=None):
+            self.asked.append((role, messages[0]["content"]))
+            return Reply("\\boxed{2}", 9)  # picks the second of the two it is shown
+
+    team = Team()
+    # without voter 0 the aggregator sees 7 and 5 and picks the second: 5
+    assert asyncio.run(wf.replay(ep, 0, team)) == "it is \\boxed{5}"
+    role, prompt = team.asked[0]
+    assert role == "aggregator" and "\\boxed{7}" in prompt and "\\boxed{2}" not in prompt
+    assert asyncio.run(wf.replay(ep, 3, team)) is None  # the aggregator's own turn is re-read, not replayed
+    assert wf.replay_roles == ("generator",) and 0 not in wf.counterfactuals(ep)
+
+
+def test_replays_are_bounded_per_step_and_their_cost_is_logged(tmp_path):
+    import rolecall
+
+    cfg = rolecall.make_config(None, {"algo.estimator": {"generator": "counterfactual", "*": "grpo"},
+                                      "algo.estimator_options": {"counterfactual": {"replays": 3}},
+                                      "train.steps": 1, "task.n_val": 2, "rollout.problems_per_step": 2,
+                                      "rollout.group_size": 2, "train.val_every": 1})
+    row = next(r for r in rolecall.train_run(cfg, tmp_path / "r").metrics if "cf/replays" in r)
+    # 2 problems x 2 samples x 3 voters = 12 voter turns, none re-readable; 3 replayed, one aggregator call each
+    assert row["cf/replay_candidates"] == 12 and row["cf/replays"] == 3 and row["cf/replay_calls"] == 3
+    assert row["cf/replay_tokens"] > 0 and row["cf/replay_s"] > 0
+    assert row["role/generator/cf_unavailable"] == pytest.approx(9 / 12)
+    with pytest.raises(ConfigError, match="with estimator option replays > 0 it replays: \\['generator'\\]"):
+        load_config(None, ["algo.estimator={generator: counterfactual}"])

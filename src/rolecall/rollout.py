@@ -207,6 +207,29 @@ def _cut_overdue(tasks: list[asyncio.Task], episodes: list[Episode], started: di
             ep.timed_out, ep.elapsed_s = True, round(now - started[i], 3)
 
 
+class _Replays:
+    """Looks like a workflow to `_run_all`: its k-th episode replays job k (an episode and one of its
+    turns) through `Workflow.replay`."""
+
+    def __init__(self, workflow: Workflow, jobs: list[tuple[Episode, int]]) -> None:
+        self.workflow, self.jobs, self.name = workflow, jobs, workflow.name
+
+    async def run(self, problem: Problem, team: EpisodeTeam) -> str:
+        episode, turn = self.jobs[team.episode.group]
+        answer = await self.workflow.replay(episode, turn, team)
+        return "" if answer is None else answer
+
+
+def replay(workflow: Workflow, jobs: list[tuple[Episode, int]], engine: Engine, routes: Mapping[str, str],
+           max_new_tokens: Callable[[str], int], temperature: float, seed: int | None = None) -> list[Episode]:
+    """One counterfactual episode per (episode, turn) job: the workflow's `replay` of that turn with its
+    calls batched in waves as a rollout's are. Each returned episode holds the replay's own turns (its
+    cost) and, as `final_answer`, the answer the original would have reached."""
+    jobs_run = [(ep.problem, 0, k) for k, (ep, _) in enumerate(jobs)]
+    return _blocking(lambda: asyncio.run(_run_all(_Replays(workflow, jobs), jobs_run, engine, routes,  # type: ignore[arg-type]
+                                                  max_new_tokens, temperature, None, None, None, True, seed)))
+
+
 def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engine: Engine,
             routes: Mapping[str, str], max_new_tokens: Callable[[str], int], temperature: float,
             on_wave: Callable[[int], None] | None = None,
@@ -224,8 +247,12 @@ def rollout(workflow: Workflow, problems_P: list[Problem], group_size: int, engi
     step's numbering, so its episodes (and seeds) are those of an in-process rollout.
     """
     jobs = [(p, g, first_group + k) for k, p in enumerate(problems_P) for g in range(group_size)]
-    run = lambda: asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens,  # noqa: E731
-                                       temperature, on_wave, episode_timeout_s, check, training, seed))
+    return _blocking(lambda: asyncio.run(_run_all(workflow, jobs, engine, routes, max_new_tokens, temperature,
+                                                  on_wave, episode_timeout_s, check, training, seed)))
+
+
+def _blocking(run: Callable[[], list[Episode]]) -> list[Episode]:
+    """`run()` (which starts an event loop) from synchronous code, also when called inside one."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

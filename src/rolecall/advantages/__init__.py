@@ -92,13 +92,17 @@ def check_estimators(estimator: str | dict[str, str], options: dict, workflow) -
         get_estimator(name, options_of(name, options, per_role))  # unknown options, bad values
     plan = estimator_of_roles(estimator, workflow.roles)
     cf = [r for r, n in plan.items() if getattr(ESTIMATORS[n], "needs_counterfactuals", False)]
-    missing = [r for r in cf if r not in workflow.counterfactual_roles]
+    replays = cf and getattr(get_estimator(plan[cf[0]], options_of(plan[cf[0]], options, per_role)), "replays", 0)
+    able_roles = set(workflow.counterfactual_roles) | (set(workflow.replay_roles) if replays else set())
+    missing = [r for r in cf if r not in able_roles]
     if missing:
-        able = [r for r in cf if r in workflow.counterfactual_roles]
+        able = [r for r in cf if r in able_roles]
         hint = (f"e.g. {{{', '.join(f'{r}: counterfactual' for r in able)}, '*': grpo}}" if able
                 else "another estimator for them")
         raise ValueError(f"algo.estimator: counterfactual credit for role(s) {missing}, but workflow {workflow.name!r} "
-                         f"re-reads no default for their turns (it does for: {list(workflow.counterfactual_roles) or 'none'}); "
+                         f"re-reads no default for their turns (it does for: {list(workflow.counterfactual_roles) or 'none'}"
+                         + (f"; with estimator option replays > 0 it replays: {list(workflow.replay_roles)}"
+                            if workflow.replay_roles else "") + "); "
                          f"use {hint}")
 
 

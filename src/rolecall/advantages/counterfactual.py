@@ -13,7 +13,10 @@ mean: a group in which the role always beat its default keeps a positive advanta
 (default: one problem's turns of one role) is only scaled, by the root mean square of its
 credits, so advantages are on a comparable scale across groups; an all-zero group stays zero.
 The trainer gives this estimator the credits as its rewards (`rolecall.algo.credit`); a turn
-whose counterfactual could not be re-read arrives as None and gets 0.
+whose counterfactual could not be re-read arrives as None and gets 0, unless it is one of the
+`replays` turns per step (option, default 0) that the trainer replays: the calls after it played
+again from the episode's frozen context with the turn replaced by its default
+(`Workflow.replay`), their cost logged (`cf/replay_*`).
 """
 from __future__ import annotations
 
@@ -29,12 +32,15 @@ class Counterfactual:
     name: str = "counterfactual"
     default_group_by: str = "role"
     eps: float = DEFAULT_EPS
+    replays: float = 0.0  # turns per step replayed with model calls where nothing can be re-read
 
     # The credits this estimator reads are computed from the episode, not the turn's reward.
     needs_counterfactuals = True
 
     def __post_init__(self) -> None:
         positive_option("eps", self.eps)
+        if self.replays < 0 or self.replays != int(self.replays):
+            raise ValueError(f"algo.estimator_options.replays: a whole number >= 0, got {self.replays!r}")
 
     def compute(self, rewards_N: Sequence[float | None],
                 group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:

@@ -36,11 +36,13 @@ def group_id(ep: Episode, turn: Turn, group_by: str) -> tuple:
 
 
 def advantages(episodes: list[Episode], estimator: str | dict[str, str], group_by: str | None,
-               options: dict | None = None, workflow=None) -> tuple[list[Turn], list[float], dict]:
+               options: dict | None = None, workflow=None,
+               replayed: dict[tuple[int, int], float | None] | None = None) -> tuple[list[Turn], list[float], dict]:
     """Each turn's advantage within its group, by its role's estimator (`estimator_of_roles`). Most
     estimators read the turn's reward (the outcome broadcast to every turn, the paper's default, or
     the workflow's own `turn_rewards`); the counterfactual estimator reads its credit instead,
-    the outcome minus what the turn's default would have reached (`workflow.counterfactuals`)."""
+    the outcome minus what the turn's default would have reached (`workflow.counterfactuals`, else
+    `replayed`: (id(episode), turn index) -> the replayed outcome)."""
     turns, owners = flatten(episodes)
     rewards_N = [ep.turn_rewards.get(t.index, ep.reward) if ep.turn_rewards else ep.reward
                  for t, ep in zip(turns, owners)]
@@ -52,7 +54,8 @@ def advantages(episodes: list[Episode], estimator: str | dict[str, str], group_b
         idx = [i for i, t in enumerate(turns) if plan[t.role] == name]
         key = group_by or est.default_group_by
         if getattr(est, "needs_counterfactuals", False):
-            values, cf_metrics = counterfactual_credits([turns[i] for i in idx], [owners[i] for i in idx], workflow)
+            values, cf_metrics = counterfactual_credits([turns[i] for i in idx], [owners[i] for i in idx], workflow,
+                                                        replayed or {})
             metrics.update(cf_metrics)
         else:
             values = [rewards_N[i] for i in idx]
@@ -63,7 +66,8 @@ def advantages(episodes: list[Episode], estimator: str | dict[str, str], group_b
     return turns, adv_N, metrics
 
 
-def counterfactual_credits(turns: list[Turn], owners: list[Episode], workflow) -> tuple[list[float | None], dict]:
+def counterfactual_credits(turns: list[Turn], owners: list[Episode], workflow,
+                           replayed: dict[tuple[int, int], float | None]) -> tuple[list[float | None], dict]:
     """Each turn's outcome minus its default's (None where the episode is unscorable or the workflow
     cannot re-read the turn), and per role how many turns changed nothing (`cf_zero_credit`, of
     those with a counterfactual) and how many had none (`cf_unavailable`)."""
@@ -71,7 +75,7 @@ def counterfactual_credits(turns: list[Turn], owners: list[Episode], workflow) -
     values: list[float | None] = []
     for turn, ep in zip(turns, owners):
         cfs = read.setdefault(id(ep), workflow.counterfactuals(ep) if workflow is not None else {})
-        cf = cfs.get(turn.index)
+        cf = cfs.get(turn.index, replayed.get((id(ep), turn.index)))
         values.append(None if ep.reward is None or cf is None else ep.reward - cf)
     metrics: dict[str, float] = {}
     for role in sorted({t.role for t in turns}):

@@ -15,13 +15,14 @@ from statistics import fmean, pvariance
 import torch
 
 from rolecall.algo.batch import rows_for_policy
+from rolecall.advantages import estimator_of_roles, get_estimator, options_of
 from rolecall.algo.credit import advantages, credit
 from rolecall.algo.scoring import score, status_shares
 from rolecall.algo.update import update_policies
 from rolecall.diagnostics.rollout_metrics import rollout_metrics
 from rolecall.policies.routing import BASE_POLICY
 from rolecall.rewards.verifier import as_check
-from rolecall.rollout import rollout
+from rolecall.rollout import replay, rollout
 from rolecall.rundir.guards import nonfinite_counts
 from rolecall.train.memory import give_back
 from rolecall.train.stack import Stack
@@ -173,6 +174,35 @@ def evaluation_notices(stack: Stack, metrics: dict) -> list[str]:
     return out
 
 
+def counterfactual_replays(stack: Stack, episodes: list[Episode], step: int) -> tuple[dict, dict[str, float]]:
+    """Replay up to the counterfactual estimator's `replays` turns of this step that its roles cannot
+    re-read (`Workflow.replay_roles`), drawn at random, and grade each replayed answer:
+    ({(id(episode), turn index): outcome}, the cost: turns replayed, model calls, tokens, seconds)."""
+    cfg, wf = stack.cfg, stack.workflow
+    plan = estimator_of_roles(cfg.algo.estimator, wf.roles)
+    per_role = not isinstance(cfg.algo.estimator, str)
+    roles = {r for r, n in plan.items() if r in wf.replay_roles
+             and getattr(get_estimator(n, options_of(n, cfg.algo.estimator_options, per_role)), "replays", 0)}
+    if not roles:
+        return {}, {}
+    budget = int(next(get_estimator(plan[r], options_of(plan[r], cfg.algo.estimator_options, per_role)).replays
+                      for r in roles))
+    pool = [(ep, t.index) for ep in episodes if ep.reward is not None for t in ep.turns
+            if t.role in roles and t.index not in wf.counterfactuals(ep)]
+    chosen = random.Random(cfg.train.seed * 7_919 + step).sample(pool, min(budget, len(pool)))
+    if not chosen or stack.actors is not None or stack.dp is not None:  # replays run in-process only
+        return {}, {"cf/replay_candidates": float(len(pool)), "cf/replays": 0.0}
+    t0 = time.time()
+    played = replay(wf, chosen, stack.engine, stack.routing.routes, stack.max_new_tokens,
+                    cfg.rollout.temperature, seed=cfg.train.seed * 1_000_003 + step + 500_009)
+    outcomes = as_check(stack.verifier)([p.final_answer for p in played], [ep.problem for ep, _ in chosen])
+    return ({(id(ep), turn): v for (ep, turn), v in zip(chosen, outcomes)},
+            {"cf/replay_candidates": float(len(pool)), "cf/replays": float(len(chosen)),
+             "cf/replay_calls": float(sum(len(p.turns) for p in played)),
+             "cf/replay_tokens": float(sum(len(t.completion_ids) for p in played for t in p.turns)),
+             "cf/replay_s": time.time() - t0})
+
+
 def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     cfg = stack.cfg
     t0 = time.time()
@@ -184,8 +214,10 @@ def train_step(stack: Stack, step: int) -> tuple[dict, list[Episode]]:
     row: dict = {"step": step}
     row.update(statuses)
     row.update(credit(episodes, stack.workflow))
+    replayed, replay_metrics = counterfactual_replays(stack, episodes, step)
+    row.update(replay_metrics)
     turns, adv_N, adv_metrics = advantages(episodes, cfg.algo.estimator, cfg.algo.group_by,
-                                           cfg.algo.estimator_options, stack.workflow)
+                                           cfg.algo.estimator_options, stack.workflow, replayed)
     row.update(adv_metrics)
     full = cfg.train.diagnostics == "full"
     row.update(rollout_metrics(episodes, signatures=full, role_diagnostics=stack.workflow.role_diagnostics))

@@ -150,6 +150,16 @@ class Workflow:
         maps to the episode's own reward (credit 0). Turns it cannot re-read are left out."""
         return {}
 
+    # Roles whose turns `replay` can credit when `counterfactuals` cannot re-read them (model calls,
+    # bounded per step by the counterfactual estimator's `replays` option).
+    replay_roles: ClassVar[tuple[str, ...]] = ()
+
+    async def replay(self, episode: Episode, turn: int, team: Team) -> str | None:
+        """The final answer the scored `episode` would have reached with turn `turn` replaced by its
+        role's default, playing the calls that follow it again through `team` from the episode's
+        frozen context. None: this turn has no replay."""
+        return None
+
     def oracle_outcome(self, episode: Episode) -> float | None:
         """The outcome a perfect selecting role would have reached on the scored `episode` (the best
         graded candidate), where the episode holds one; None otherwise. The screen's ceiling."""

@@ -80,8 +80,10 @@ class Voting(Workflow):
         self.fallback = fallback
         self.role_format = role_format_option(role_format)
         self.format_penalty = format_penalty_option(format_penalty)
-        # A voter's ballot can be re-counted only when a majority, not an LLM, picks.
+        # A voter's ballot can be re-counted only when a majority, not an LLM, picks; under an LLM
+        # aggregator it is replayed (the aggregator asked again without it).
         self.counterfactual_roles = ("generator",) if aggregator == "majority" else ("aggregator",)
+        self.replay_roles = () if aggregator == "majority" else ("generator",)
 
     async def run(self, problem: Problem, team: Team) -> str:
         ask = [user(self.render("generator", problem=problem.prompt))]
@@ -140,6 +142,22 @@ class Voting(Workflow):
             return {}
         rule = majority_index(answers) if self.fallback == "majority" else 1
         return {pick.index: grades[rule - 1]}
+
+    async def replay(self, episode: Episode, turn: int, team: Team) -> str | None:
+        """A voter left out of the ballot: the aggregator is asked again with the other candidates
+        (its default pick, the fallback rule, where it names none)."""
+        voters = [t for t in episode.turns if t.role == "generator"]
+        answers = episode.info.get("candidate_answers")
+        if turn not in [t.index for t in voters] or answers is None or len(voters) < 2:
+            return None
+        kept = [(t.completion_text, a) for t, a in zip(voters, answers) if t.index != turn]
+        listing = "\n".join(f"{i + 1}: {c.strip()}" for i, (c, _) in enumerate(kept))
+        pick = await team.call("aggregator", [user(self.render(
+            "aggregator", problem=episode.problem.prompt, candidates=listing, n=len(kept)))])
+        choice, _ = read_pick(pick, len(kept), self.role_format, answers=[a for _, a in kept])
+        if choice is None:
+            choice = majority_index([a for _, a in kept]) if self.fallback == "majority" else 1
+        return kept[choice - 1][0]
 
     def oracle_outcome(self, episode: Episode) -> float | None:
         """The best candidate's grade: what an aggregator that always picked a right one would reach."""
