@@ -221,3 +221,32 @@ def test_each_shipped_workflow_transfers_the_roles_that_answer(name, transferred
     assert {r for r, p in routing.items() if p == "base"} == base
     units = {u.arm for u in P.seed_units(P.Options(configs=[f"examples/{name}"]), [wf], 0)}
     assert ("transfer" in units) == bool(transferred)  # no answering role: no transfer arm (the untrained one is it)
+
+
+def test_two_configs_of_one_workflow_are_told_apart_share_their_structure_and_are_compared(tmp_path):
+    from rolecall.shipped_configs import find_shipped
+
+    cf = tmp_path / "voting-cf.yaml"  # the shipped voting config, trained with counterfactual credit
+    cf.write_text(find_shipped("examples/voting").read_text() + "\nalgo: {estimator: {aggregator: counterfactual, '*': grpo}}\n")
+    opts = P.Options(configs=["examples/voting", str(cf)])
+    a, b = P.workflows(opts)
+    assert (a.label, b.label) == ("voting", "voting-cf") and a.structure == b.structure == "voting"
+    names = [u.name for u in P.untrained_units([a, b]) + P.seed_units(opts, [a, b], 0)]
+    assert names.count("voting-untrained") == 1 and "voting-cf-untrained" not in names
+    assert "voting-transfer-seed0" in names and "voting-cf-transfer-seed0" not in names
+    assert "voting-cf-isolated-seed0" in names
+    # (e): the variants against each other, paired by seed; the variant's (b) and (c) read the shared arms
+    evals = {f"{arm}-seed{s}": _doc({"p1": [1, x], "p2": [0, 0]}) for s, x in ((0, 0), (1, 1))
+             for arm in ("control", "voting-isolated", "voting-transfer")}
+    evals.update({"voting-cf-isolated-seed0": _doc({"p1": [1, 1], "p2": [1, 0]}),
+                  "voting-cf-isolated-seed1": _doc({"p1": [1, 1], "p2": [0, 0]}), "voting-untrained": _doc({"p1": [0], "p2": [0]})})
+    plan = {"seeds": [0, 1], "matched": {}, "workflows": [
+        {"label": "voting", "routings": ["isolated"], "family": "voting", "structure": "voting"},
+        {"label": "voting-cf", "routings": ["isolated"], "family": "voting", "structure": "voting"}]}
+    qs = {q["id"]: q for q in ask(evals, plan)}
+    e = qs["e/voting-isolated/voting-cf-isolated"]
+    # seed 0: p1 .5 - 1, p2 0 - .5; seed 1: p1 1 - 1, p2 0 - 0 -> (-.5 - .5 + 0 + 0) / 4 = -0.25
+    assert e["estimate"] == pytest.approx(-0.25) and e["A"] == "voting-isolated" and e["B"] == "voting-cf-isolated"
+    assert qs["c/voting-cf-isolated"]["B"] == "voting-untrained"
+    assert qs["b/trained_vs_transfer/voting-cf-isolated"]["B"] == "voting-transfer"
+    assert not any(q.startswith("b/transfer/voting-cf") for q in qs)

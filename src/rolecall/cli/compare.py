@@ -39,7 +39,7 @@ def compare_run(
                                           "evaluation (default 8)."),
     routing: Optional[list[str]] = typer.Option(None, "--routing", help="Train the workflow under this routing "
                                                 "(isolated, shared; repeat for both). Default: the config's own."),
-    target_mde: Optional[float] = typer.Option(None, "--target-mde", help="Keep adding seeds until every (a)-(c) "
+    target_mde: Optional[float] = typer.Option(None, "--target-mde", help="Keep adding seeds until every (a)-(c), (e) "
                                                "question's 80 %-power detectable effect is below this (or --max-seeds)."),
     max_seeds: Optional[int] = typer.Option(None, "--max-seeds", help="The cap on seeds under --target-mde (default 10)."),
     long_factor: Optional[float] = typer.Option(None, "--long-factor", help="The long control trains this far past "

@@ -112,11 +112,13 @@ def compare_file(path: Path) -> dict | None:
 class Workflow:
     """One multi-agent config of the comparison."""
 
-    label: str  # its workflow name, unique within the comparison
+    label: str  # its workflow name; its config file's name where two configs run one workflow
     config: str  # the config file as given
     routings: tuple[str, ...]
     answering: tuple[str, ...]  # roles the transfer plays with the control's adapter
     roles: tuple[str, ...]
+    family: str = ""  # the workflow's name: configs of one family are also compared with each other
+    structure: str = ""  # the label whose untrained and transfer arms this one shares (the same workflow)
 
 
 @dataclass(frozen=True)
@@ -144,8 +146,9 @@ def workflows(opts: Options) -> list[Workflow]:
     model or budget (the controls are shared)."""
     from rolecall.compose.team import build_team
 
-    out, first = [], None
-    for path in opts.configs:
+    out, first, structures = [], None, {}
+    names = [load_checked(path, opts.overrides).workflow.name for path in opts.configs]
+    for path, name in zip(opts.configs, names):
         cfg = load_checked(path, opts.overrides)
         if cfg.workflow.name == "single":
             raise CompareError(f"{path}: the single-agent workflow is the control itself; give a multi-agent config")
@@ -158,11 +161,16 @@ def workflows(opts: Options) -> list[Workflow]:
         first = first or (path, key)
         wf = build_team(cfg).workflow
         routing = cfg.routing if isinstance(cfg.routing, str) else "custom"
-        label = cfg.workflow.name
+        label = name if names.count(name) == 1 else Path(path).stem  # two variants of one workflow: their files
         if any(w.label == label for w in out):
-            raise CompareError(f"{path}: workflow {label!r} is named twice; give each workflow once "
-                               "(both routings: --routing isolated --routing shared)")
-        out.append(Workflow(label, path, tuple(opts.routings) or (routing,), tuple(wf.answering_roles), tuple(wf.roles)))
+            raise CompareError(f"{path}: the label {label!r} is taken; two configs of one workflow are told apart "
+                               "by their file names (both routings of one config: --routing isolated --routing shared)")
+        # Variants that differ only in how they train (credit, learning rate) share the untrained workflow
+        # and the transfer: the same workflow, prompts and options give the same arms.
+        shape = json.dumps([name, cfg.workflow.options, cfg.workflow.prompts], sort_keys=True)
+        structures.setdefault(shape, label)
+        out.append(Workflow(label, path, tuple(opts.routings) or (routing,), tuple(wf.answering_roles), tuple(wf.roles),
+                            family=name, structure=structures[shape]))
     return out
 
 
@@ -250,14 +258,14 @@ def seed_units(opts: Options, wfs: list[Workflow], seed: int) -> list[Unit]:
     for wf in wfs:
         for routing in wf.routings:
             units.append(Unit(f"{wf.label}-{routing}-seed{seed}", "eval", "trained", seed, wf.label, routing))
-        if opts.transfer and wf.answering:
+        if opts.transfer and wf.answering and wf.structure == wf.label:
             units.append(Unit(f"{wf.label}-transfer-seed{seed}", "eval", "transfer", seed, wf.label))
     units.append(Unit(f"long_control-seed{seed}", "eval", "long_control", seed, None))
     return units
 
 
 def untrained_units(wfs: list[Workflow]) -> list[Unit]:
-    return [Unit(f"{wf.label}-untrained", "eval", "untrained", None, wf.label) for wf in wfs]
+    return [Unit(f"{wf.label}-untrained", "eval", "untrained", None, wf.label) for wf in wfs if wf.structure == wf.label]
 
 
 def long_control_steps(control_rows: list[dict], trained_rows: list[list[dict]], steps: int, every: int,

@@ -96,10 +96,10 @@ def ask(evals: dict[str, dict], plan: dict) -> list[dict]:
     control = per_seed("control")
     out: list[dict] = []
     for wf in plan["workflows"]:
-        label, routings = wf["label"], wf["routings"]
-        untrained = evals.get(f"{label}-untrained")
-        transfer = per_seed(f"{label}-transfer")
-        if transfer:
+        label, routings, shared = wf["label"], wf["routings"], wf.get("structure") or wf["label"]
+        untrained = evals.get(f"{shared}-untrained")
+        transfer = per_seed(f"{shared}-transfer")
+        if transfer and shared == label:
             out.append(_question(f"b/transfer/{label}", "b", f"{label} with the control's adapter on its answering "
                                  "roles (the generator transfer) against the control alone", f"{label}-transfer",
                                  "control", arm_table(transfer, control)))
@@ -117,13 +117,28 @@ def ask(evals: dict[str, dict], plan: dict) -> list[dict]:
             if transfer:
                 out.append(_question(f"b/trained_vs_transfer/{arm}", "b", f"{arm} trained against {label} with the "
                                      "control's adapter (what training under the workflow added)", arm,
-                                     f"{label}-transfer", arm_table(trained, transfer)))
+                                     f"{shared}-transfer", arm_table(trained, transfer)))
             if untrained is not None:
                 out.append(_question(f"c/{arm}", "c", f"{arm} trained against the untrained workflow", arm,
-                                     f"{label}-untrained", arm_table(trained, {None: outcomes(untrained)})))
+                                     f"{shared}-untrained", arm_table(trained, {None: outcomes(untrained)})))
             out += _role_questions(arm, {s: evals[f"{arm}-seed{s}"] for s in seeds if f"{arm}-seed{s}" in evals})
-        if untrained is not None:
+        if untrained is not None and shared == label:
             out += _role_questions(f"{label}-untrained", {None: untrained})
+    return out + _variants(plan, per_seed)
+
+
+def _variants(plan: dict, per_seed) -> list[dict]:
+    """(e) Two configs of one workflow (outcome against counterfactual credit, say), trained under the
+    same routing on the same seeds: A - B."""
+    wfs, out = plan["workflows"], []
+    for i, a in enumerate(wfs):
+        for b in wfs[i + 1:]:
+            if not a.get("family") or a.get("family") != b.get("family"):
+                continue
+            for routing in [r for r in a["routings"] if r in b["routings"]]:
+                x, y = f"{a['label']}-{routing}", f"{b['label']}-{routing}"
+                out.append(_question(f"e/{x}/{y}", "e", f"{x} against {y}: two ways of training one workflow, "
+                                     "same seeds", x, y, arm_table(per_seed(x), per_seed(y))))
     return out
 
 
@@ -143,5 +158,5 @@ def arm_accuracy(evals: dict[str, dict]) -> dict[str, dict]:
 
 
 def headline(questions: list[dict]) -> list[dict]:
-    """The questions `--target-mde` waits on: (a), (b) and (c), those that were run."""
-    return [q for q in questions if q["kind"] in ("a", "b", "c") and "mde80" in q]
+    """The questions `--target-mde` waits on: (a), (b), (c) and (e), those that were run."""
+    return [q for q in questions if q["kind"] in ("a", "b", "c", "e") and "mde80" in q]

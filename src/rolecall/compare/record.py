@@ -26,8 +26,8 @@ VERDICT_WORDS = {"A > B": "A ahead", "B > A": "B ahead", "cannot tell": "cannot 
 def stopping_rule(opts) -> str:
     if opts.target_mde is None:
         return f"fixed: {opts.seeds} seeds"
-    return (f"sequential: start with {opts.seeds} seeds; after each seed, if the largest mde80 of the (a), (b) and "
-            f"(c) questions is above {opts.target_mde} and fewer than {opts.max_seeds} seeds ran, add one. The "
+    return (f"sequential: start with {opts.seeds} seeds; after each seed, if the largest mde80 of the (a), (b), (c) "
+            f"and (e) questions is above {opts.target_mde} and fewer than {opts.max_seeds} seeds ran, add one. The "
             "rule looks at the detectable effect (the variance), never at an estimate; the intervals are not "
             "corrected for the looks.")
 
@@ -83,7 +83,8 @@ def write(cmp, command: str | None = None) -> tuple[Path, Path]:
 KINDS = {"a": "(a) The trained workflow against the trained single-agent control",
          "b": "(b) The workflow's structure: the control's adapter inside the workflow",
          "c": "(c) Training: the trained workflow against its untrained self",
-         "d": "(d) Selecting and judging roles against trivial rules, on the same episodes"}
+         "d": "(d) Selecting and judging roles against trivial rules, on the same episodes",
+         "e": "(e) Two ways of training one workflow (e.g. outcome against counterfactual credit)"}
 STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.ahead{color:#06651a;font-weight:600}

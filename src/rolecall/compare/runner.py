@@ -95,7 +95,8 @@ class Comparison:
     def plan_doc(self) -> dict:
         """What `questions.ask` reads: the workflows, routings, seeds and the matched readings."""
         return {"seeds": list(self.state.seeds), "matched": self.state.matched,
-                "workflows": [{"label": w.label, "routings": list(w.routings)} for w in self.wfs]}
+                "workflows": [{"label": w.label, "routings": list(w.routings), "family": w.family,
+                               "structure": w.structure} for w in self.wfs]}
 
     # -- running -----------------------------------------------------------------------------------------
     def run(self, listener) -> None:
