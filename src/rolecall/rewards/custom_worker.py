@@ -31,6 +31,7 @@ import sys
 import traceback
 
 from rolecall.rewards.base import Score
+from rolecall.rewards.processes import become_subreaper
 from rolecall.types import Episode, Problem, Turn
 
 
@@ -125,6 +126,7 @@ def isolate():
 
 
 def main() -> None:
+    become_subreaper()  # what the reward starts, detached or not, stays below this process and dies with it
     requests, replies = isolate()
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     try:

@@ -21,6 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from rolecall.rewards.processes import kill_tree
+
 # Why a request got no answer. Only the first three can be caused by what was asked.
 OVERRAN, CRASHED, RAISED, NO_WORKER, OUT_OF_STEP = "overran", "crashed", "raised", "no worker", "out of step"
 
@@ -183,7 +185,10 @@ class LineWorker:
             alive = proc.poll() is None
             # The child leads its own session and process group: what it started (a checker, a
             # `sleep`) goes with it, even when the child itself already died. The group's id stays
-            # taken while any member lives, so this never reaches another process.
+            # taken while any member lives, so this never reaches another process. What left the
+            # group (setsid) is still below a child that made itself their reaper (`processes`).
+            if alive:
+                kill_tree(proc.pid)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
