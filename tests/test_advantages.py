@@ -199,7 +199,8 @@ def test_dry_run_lists_every_estimator_with_its_options():
 
     from rolecall.cli import app
 
-    res = CliRunner().invoke(app, ["train", "--dry-run", "algo.estimator=softrank", "algo.estimator_options={tau: 0.8}"])
+    res = CliRunner().invoke(app, ["train", "--dry-run", "--show-config", "algo.estimator=softrank",
+                                   "algo.estimator_options={tau: 0.8}"])
     assert res.exit_code == 0, res.output
     for name in ESTIMATORS:
         assert f"estimator {name}" in res.output

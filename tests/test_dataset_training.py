@@ -149,3 +149,17 @@ def test_code_verifier_scores_real_programs_through_the_training_stage(isolated_
         v.close()
     assert [e.status for e in eps] == ["ok", "wrong", "no_answer", "runtime_error"]
     assert [e.reward for e in eps] == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_a_dry_run_says_a_missing_dataset_first_and_shows_the_config_only_when_asked(tmp_path):
+    from typer.testing import CliRunner
+
+    from rolecall.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--dry-run", "task.name=dataset", f"data.path={tmp_path / 'nope.jsonl'}"])
+    assert res.exit_code != 0 and res.output.lstrip().startswith("error:") and "nope.jsonl" in res.output
+    assert len(res.output.splitlines()) < 12 and "model:" not in res.output
+    res = CliRunner().invoke(app, ["train", "--dry-run", "--show-config", "train.steps=3"])
+    assert res.exit_code == 0 and "preflight ok" in res.output and "steps: 3" in res.output
+    assert res.output.index("preflight ok") < res.output.index("steps: 3")
+    assert CliRunner().invoke(app, ["train", "--show-config"]).exit_code != 0

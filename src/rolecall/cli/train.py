@@ -30,9 +30,11 @@ def train(
                                "data, workflow, routing, LoRA or reward differ from the checkpoint's."),
     skip_damaged: bool = typer.Option(False, "--skip-damaged", help="With --resume: move damaged checkpoints "
                                       "to checkpoints/damaged/ (with a copy of the logs) and resume from the newest good one."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved, validated config, check every input "
-                                 "training loads (tokenizer, chat template, every weights file's header, dataset rows, "
-                                 "verifier) and exit; nothing is written."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Check the config and every input training loads "
+                                 "(tokenizer, chat template, every weights file's header, dataset rows, verifier) and "
+                                 "exit; nothing is written. A problem is the first thing it prints."),
+    show_config: bool = typer.Option(False, "--show-config", help="With --dry-run: then print the resolved, "
+                                     "validated config."),
     verbose: bool = typer.Option(False, "--verbose", help="Show the libraries' own output (weight-loading bars, "
                                  "warnings) here instead of in the run's library.log."),
 ) -> None:
@@ -60,9 +62,12 @@ def train(
     else:
         path, ov = split_config_args(config, overrides or [])
         cfg = _config(path, ov, steps)
+    if show_config and not dry_run:
+        fail("--show-config prints the config of a dry run; pass --dry-run too")
     if dry_run:
-        sys.stdout.write(dump_config(cfg))
-        _preflight(cfg)
+        _preflight(cfg)  # an error first, not after a page of config
+        if show_config:
+            sys.stdout.write(dump_config(cfg))
         return
     if out is None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         fail("a data-parallel run (torchrun) needs --out DIR (or --resume DIR): every rank must name "
