@@ -1,6 +1,6 @@
 """The source tree's shape, checked from the code's own imports (an AST over src/, function-local
-imports included, `if TYPE_CHECKING:` blocks excluded): no module or package cycle, layers that
-only import downward, no private name imported across modules, generic modules that name no
+imports included; `if TYPE_CHECKING:` blocks count for packages and layers, not for module cycles):
+no module or package cycle, layers that only import downward, no private name imported across modules, generic modules that name no
 shipped workflow, role or meta-policy, and modules and functions of a readable size.
 docs/architecture.md explains the layers."""
 from __future__ import annotations
@@ -23,8 +23,8 @@ LAYERS = [
     {"compose", "distributed", "basemodel"},                                            # putting pieces together
     {"algo", "rundir"},                                                                 # the update, the run directory
     {"train"},                                                                          # trainers
-    {"", "__main__", "config", "api", "export", "cli", "grid", "compare", "report", "machine", "shipped_configs", "library_logs",
-     "testing"},
+    {"", "__main__", "config", "api", "export", "cli", "grid", "compare", "metatrain", "report", "machine",
+     "shipped_configs", "library_logs", "testing"},
 ]
 # Modules that work for any workflow: they may not name one, nor a role, nor the meta-policy.
 GENERIC = ("algo", "rundir", "diagnostics", "advantages", "loss", "engines", "compose", "rollout", "distributed",
@@ -49,14 +49,15 @@ MODULES = _modules()
 TREES = {name: ast.parse(path.read_text("utf-8"), str(path)) for name, path in MODULES.items()}
 
 
-def _imports(tree: ast.AST):
-    """Every import statement, at any depth, except those under `if TYPE_CHECKING:`."""
+def _imports(tree: ast.AST, annotations: bool = False):
+    """Every import statement, at any depth; those under `if TYPE_CHECKING:` only with `annotations`
+    (an import for annotations is still a dependency of the design, if not of the running code)."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not annotations:
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        yield from _imports(node)
+        yield from _imports(node, annotations)
 
 
 def _resolve(name: str) -> str | None:
@@ -65,12 +66,12 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-def _edges() -> dict[str, set[tuple[str, str]]]:
+def _edges(annotations: bool = False) -> dict[str, set[tuple[str, str]]]:
     """module -> {(imported module, name imported from it or '')}."""
     out: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for mod, tree in TREES.items():
         is_pkg = MODULES[mod].name == "__init__.py"
-        for node in _imports(tree):
+        for node in _imports(tree, annotations):
             if isinstance(node, ast.Import):
                 targets = [(a.name, "") for a in node.names]
             else:
@@ -89,6 +90,7 @@ def _edges() -> dict[str, set[tuple[str, str]]]:
 
 
 EDGES = _edges()
+EDGES_WITH_ANNOTATIONS = _edges(annotations=True)  # what the package and layer rules read
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -134,7 +136,7 @@ def test_no_module_cycles():
 
 def test_no_package_cycles():
     graph: dict[str, set[str]] = defaultdict(set)
-    for mod, targets in EDGES.items():
+    for mod, targets in EDGES_WITH_ANNOTATIONS.items():
         for target, _ in targets:
             if _package(mod) != _package(target):
                 graph[_package(mod)].add(_package(target))
@@ -149,7 +151,7 @@ def _layer(mod: str) -> int:
 
 
 def test_layers_import_only_downward():
-    upward = sorted(f"{m} -> {t}" for m, ts in EDGES.items() for t, _ in ts if _layer(t) > _layer(m))
+    upward = sorted(f"{m} -> {t}" for m, ts in EDGES_WITH_ANNOTATIONS.items() for t, _ in ts if _layer(t) > _layer(m))
     assert upward == []
 
 
@@ -210,7 +212,7 @@ def test_generic_modules_name_no_workflow_role_or_meta_policy():
     assert found == []
 
 
-_WORKFLOW_SPECIFIC = ("rolecall.metapolicy", "rolecall.workflows.deliberation")
+_WORKFLOW_SPECIFIC = ("rolecall.metapolicy", "rolecall.metatrain", "rolecall.workflows.deliberation")
 _WORKFLOW_SPECIFIC_WORDS = re.compile(r"deliberat|meta[-_ ]?polic", re.I)  # deliberation/-or, metapolicy, meta-policy
 
 
@@ -235,7 +237,7 @@ def test_the_trainers_layer_names_no_workflow_specific_trainer():
     docstrings and comments alike (the whole text is read, so no comment names it either; a
     trainer another package registers is described as such). That trainer lives with what it
     trains and is registered from the entry layer (`rolecall.config`)."""
-    planted = {"rolecall.train.x": "from rolecall.metapolicy.stages import run  # the meta-policy\n",
+    planted = {"rolecall.train.x": "from rolecall.metatrain.stages import run  # the meta-policy\n",
                "rolecall.train.y": "import rolecall.workflows.deliberation\n",
                "rolecall.train.z": '"""Generic."""\nNAME = "MetaPolicy"\n'}
     assert len(_train_layer_mentions(planted)) == 5  # 2 imports, 3 lines: the check is not vacuous

@@ -17,7 +17,7 @@ from rolecall.diagnostics.summary import read_sittings
 from rolecall.testing import ScriptedEngine
 from rolecall.metapolicy import MetaPolicy, make_optimizer, read_checkpoint, save_checkpoint
 from rolecall.metapolicy.rules import oracle_actions
-from rolecall.metapolicy.stages import labelled_states
+from rolecall.metatrain.stages import labelled_states
 from rolecall.metapolicy.state import CONCEDE, PERSIST, REFINE, AgentState
 from rolecall.rollout import rollout
 from rolecall.types import Problem

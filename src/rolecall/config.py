@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rolecall.compose.checks import check_config
-from rolecall.metapolicy.trainer import MetaPolicyTrainer
+from rolecall.metatrain.trainer import MetaPolicyTrainer
 from rolecall.train.trainers import register, trainer_for
 from rolecall.workflows import WORKFLOWS
 from rolecall.errors import UserError, one_line

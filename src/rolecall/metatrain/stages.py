@@ -19,9 +19,9 @@ the previous state or the whole new one), metrics in metrics.jsonl under `policy
 every finished stage and continues SoftRankPO from its last checkpoint: its batches are a
 pure function of (seed, step), so the weights come out bit-identical to an uninterrupted run.
 
-The stages run on the harness the trainer registry hands `rolecall.metapolicy.trainer`
-(`rolecall.train.harness.Harness`; this package sits below the trainers and only uses what it
-is given): the run directory, the resume fingerprint, metrics rows, the stop request, and the
+The stages run on the harness the trainer registry hands `rolecall.metatrain.trainer`
+(`rolecall.train.harness.Harness`; this package sits above the trainers, a client of what the
+harness gives it): the run directory, the resume fingerprint, metrics rows, the stop request, and the
 episodes, played in the trainer's process or on the Ray rollout actors (`rollout.actors`). On
 actors each share of the problems is deliberated by the actor's copy of the stage's
 deliberator (sent with the share), and the counterfactual branches of the corpus run there too;

@@ -1,5 +1,5 @@
 """The deliberation meta-policy's trainer: supervised bootstrap, offline corpus, SoftRankPO
-(`rolecall.metapolicy.stages`); the LLM agents stay frozen. It runs every config with a
+(`rolecall.metatrain.stages`); the LLM agents stay frozen. It runs every config with a
 `metapolicy:` section.
 
 This package sits below the trainers and cannot import them, so the trainer is declared here
@@ -60,6 +60,6 @@ class MetaPolicyTrainer:
                              "(or to adapters with trainable: false)")
 
     def train(self, cfg: "Config", harness: "Harness") -> dict:
-        from rolecall.metapolicy.stages import train_metapolicy  # torch loads when a run starts, not at config checks
+        from rolecall.metatrain.stages import train_metapolicy  # torch loads when a run starts, not at config checks
 
         return train_metapolicy(cfg, harness)
