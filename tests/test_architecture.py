@@ -17,11 +17,12 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
 # Lowest first; a module may import its own layer and the layers below it, never above.
 LAYERS = [
-    {"errors", "types", "paths", "fsio", "yamldata", "parsing", "registry"},           # plain data, files, lookup
+    {"errors", "types", "paths", "fsio", "yamldata", "parsing", "registry", "version"},  # plain data, files, lookup
     {"schema", "tasks", "retrieval", "rewards", "advantages", "loss", "workflows", "metapolicy",
      "policies", "engines", "diagnostics", "rollout"},                                  # the pieces
-    {"compose", "distributed", "basemodel"},                                            # putting pieces together
+    {"compose", "basemodel"},                                                           # putting pieces together
     {"algo", "rundir"},                                                                 # the update, the run directory
+    {"distributed"},                                                                    # ranks and actors, given to algo
     {"train"},                                                                          # trainers
     {"", "__main__", "config", "api", "export", "cli", "grid", "compare", "metatrain", "report", "machine",
      "shipped_configs", "library_logs", "testing"},

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from rolecall.version import __version__
 
 _API = {"make_config", "train_run", "evaluate", "read_run", "Run", "generate"}
 _TYPES = {"Config": "rolecall.config", "ConfigError": "rolecall.config", "Workflow": "rolecall.workflows",

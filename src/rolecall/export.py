@@ -42,7 +42,7 @@ def _val_accuracy(run_dir: Path, step: int) -> float | None:
 
 def _card(policy: str, roles: list[str], cfg, base_dir: Path, step: int, accuracy: float | None,
           merged: bool, weights: str | None) -> str:
-    from rolecall import __version__
+    from rolecall.version import __version__
 
     acc = "not measured at this step" if accuracy is None else f"{accuracy:.3f}"
     how = ("A full model: the base weights with the LoRA adapter merged in." if merged else

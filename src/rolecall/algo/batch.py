@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rolecall.distributed.data_parallel import share_bounds
+from rolecall.algo.ranks import share_bounds
 from rolecall.types import Turn
 
 

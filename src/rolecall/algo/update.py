@@ -32,7 +32,7 @@ from statistics import fmean
 import torch
 
 from rolecall.schema import AlgoCfg, OptimCfg
-from rolecall.distributed.data_parallel import DataParallel
+from rolecall.algo.ranks import Ranks
 from rolecall.loss import aggregate, coherence_scale, kl_to_ref_per_token, pg_per_token, token_logprobs_and_entropy
 from rolecall.policies.lora_router import router_for
 from rolecall.policies.model import set_training
@@ -104,7 +104,7 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
                     optim: OptimCfg, *, pad_id: int, temperature: float, rng: random.Random,
                     mini_batch_rows: int | None = None, progress: tuple[float, float] = (0.0, 0.0),
                     kl_ref: bool = True, kl_ref_rows: int = 16, grad_shares: bool = True,
-                    dp: DataParallel | None = None) -> dict[str, tuple[dict, dict]]:
+                    dp: Ranks | None = None) -> dict[str, tuple[dict, dict]]:
     """Train each policy on its rows. Returns {policy: (per-role metrics, policy metrics)}.
 
     `progress` is the fraction of the run at the start and at the end of this iteration; the
@@ -121,8 +121,8 @@ def update_policies(model, rows_by_policy: dict[str, list[Row]], optims: dict[st
     the step's total gradient (the shares sum to 1), `grad_norm` its own norm. A policy with
     one role reports share 1 and the adapter's pre-clip norm.
 
-    `dp` (data parallel, see `rolecall.distributed.data_parallel`): this rank runs its share of
-    each mini-batch's rows (and of the no-grad passes) and the gradients are summed across
+    `dp` (data parallel, an `algo.ranks.Ranks` given from above: `rolecall.distributed.data_parallel`):
+    this rank runs its share of each mini-batch's rows (and of the no-grad passes) and the gradients are summed across
     ranks before each step. The per-role metrics are summed over the ranks, so they describe the whole batch;
     grad shares are off.
     """
@@ -161,7 +161,7 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
                   optims: dict[str, PolicyOptim], algo: AlgoCfg, optim: OptimCfg, *, pad_id: int, temperature: float,
                   rng: random.Random, mini_batch_rows: int | None, progress: tuple[float, float],
                   ref_by_row: dict[int, torch.Tensor], kl_loss: bool, grad_shares: bool,
-                  dp: DataParallel | None = None) -> dict[str, tuple[dict, dict]]:
+                  dp: Ranks | None = None) -> dict[str, tuple[dict, dict]]:
     """PPO-clip epochs for the policies of one group, every forward and backward shared by the group."""
     stats, tally = RoleStats(algo.loss_agg), {p: _Tally() for p in group}
     # Every epoch's mini-batches up front (epoch-major shuffles, as the loop consumes them).
@@ -209,7 +209,7 @@ def _update_group(model, router, group: list[str], rows_by_policy: dict[str, lis
 def _minibatch(model, forward, mini: dict[str, list[Row]], group: list[str], optims: dict[str, PolicyOptim],
                algo: AlgoCfg, optim: OptimCfg, stats: RoleStats, tally: dict[str, _Tally], index: dict[str, int],
                old_by_row: dict[int, torch.Tensor], ref_by_row: dict[int, torch.Tensor], kl_loss: bool,
-               grad_shares: bool, progress: dict[str, float], dp: DataParallel | None = None) -> None:
+               grad_shares: bool, progress: dict[str, float], dp: Ranks | None = None) -> None:
     """One optimizer step for each policy in `mini`: accumulate its micro-batches, then step."""
     mixed = len(group) > 1
     norm = {p: _norm(rows, algo.loss_agg) for p, rows in mini.items()}

@@ -19,10 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-
-def share_bounds(n: int, part: int, parts: int) -> tuple[int, int]:
-    """[start, end) of contiguous share `part` of `parts` over n items (sizes differ by at most one)."""
-    return round(part * n / parts), round((part + 1) * n / parts)
+from rolecall.algo.ranks import share_bounds
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch
 
 from rolecall.compose.bases import adapter_models, team_engine
 from rolecall.compose.parts import build_parts
-from rolecall.distributed.data_parallel import share_bounds
+from rolecall.algo.ranks import share_bounds
 from rolecall.errors import UserError
 from rolecall.rewards.verifier import as_check
 from rolecall.rollout import rollout

@@ -16,7 +16,6 @@ from rolecall.policies.model import resolve_model_dir
 from rolecall.rewards.custom import module_source
 from rolecall.rundir.init_from import adapter_digest, resolve_adapter
 from rolecall.tasks import get_task
-from rolecall.workflows import workflow_prompts
 
 # Compared in this order; the first is what a user most likely changed by mistake.
 FIELDS = ("model", "tokenizer", "dataset", "workflow", "routing", "lora", "reward", "credit")
@@ -125,7 +124,8 @@ def run_fingerprint(cfg, stack) -> dict:
         "model": _model(cfg),
         "tokenizer": _tokenizer(cfg, stack.tok),
         "dataset": _dataset(cfg, stack.train_P, stack.val_P),
-        "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(workflow_prompts(w.name, w.prompts)))},
+        # the prompts the built workflow holds (its facts as data: this layer names no workflow module)
+        "workflow": {"workflow": w.name, "options": _json(w.options), "prompts": _sha(_json(stack.workflow.prompts))},
         "routing": {"routing": cfg.routing if isinstance(cfg.routing, str) else _json(cfg.routing),
                     "policies": _json(cfg.policy_table()), **_init(cfg)},
         "lora": {"r": lora.r, "alpha": lora.alpha, "target_modules": _json(lora.target_modules),
