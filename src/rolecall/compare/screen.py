@@ -36,6 +36,9 @@ from rolecall.compare.plan import CompareError
 from rolecall.fsio import write_atomic
 
 RULE_KEYS = {"accuracy", "min_distinct", "draws"}
+# Problems per evaluation chunk: a whole screen's validation set at once where it is one answer each
+# (an eval_opt round is a wave of one call per problem, and small waves leave the CPU idle between ops).
+SCREEN_CHUNK = 200
 
 
 @dataclass
@@ -191,7 +194,7 @@ def run_screen(screen: Screen, out: Path, resume: bool, notify, listener=None) -
                 if doc is None:
                     notify(f"screening {label}: {cfg.workflow.name} untrained on {t.n_val} problems")
                     doc = evaluate_arm(eval_config(cfg), path, {"name": path.stem, "arm": "untrained", "candidate": label},
-                                       samples=screen.samples, chunk_problems=50, base=True)
+                                       samples=screen.samples, chunk_problems=SCREEN_CHUNK, base=True)
                 row[cfg.workflow.name] = summarize(doc)
             first = [row[c.workflow.name].get("single_sample") for c in cfgs]
             row["single_sample"] = _mean(first)
