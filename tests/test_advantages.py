@@ -12,10 +12,10 @@ EPS = 1e-6
 
 
 def test_registry_names_and_group_keys():
-    assert set(ESTIMATORS) == {"grpo", "agentwise", "turnwise", "drgrpo", "rloo", "softrank", "counterfactual"}
-    keys = {name: est.default_group_by for name, est in ESTIMATORS.items()}
-    assert keys == {"grpo": "slot", "agentwise": "role", "turnwise": "turn", "drgrpo": "slot", "rloo": "slot",
-                    "softrank": "slot", "counterfactual": "role"}
+    # the shipped ones, each under its name and grouping; an estimator added as a file joins the registry freely
+    shipped = {"grpo": "slot", "agentwise": "role", "turnwise": "turn", "drgrpo": "slot", "rloo": "slot",
+               "softrank": "slot", "counterfactual": "role"}
+    assert {name: ESTIMATORS[name].default_group_by for name in shipped} == shipped
     assert all(get_estimator(name).name == name for name in ESTIMATORS)
 
 
