@@ -208,6 +208,8 @@ def test_a_stopped_evaluation_keeps_its_finished_chunks_unless_they_were_cut_oth
                  + json.dumps({"chunk": 1, "size": 25, "episodes": 1, "problems": {}, "metrics": {}}) + "\n{\"chunk\": 2, ")
     assert sorted(finished_chunks(p, 25)) == [0, 1]  # the torn third line is done again
     assert finished_chunks(p, 50) == {} and not p.exists()  # other chunks: start over
+    p.write_text(json.dumps({"chunk": 0, "episodes": 1, "problems": {}, "metrics": {}}) + "\n")
+    assert finished_chunks(p, 25) == {}  # written by a version that did not record its size: start over
 
 
 @pytest.mark.parametrize("name, transferred, base", [

@@ -66,7 +66,7 @@ def finished_chunks(path: Path, size: int) -> dict[int, dict]:
             done[int(doc["chunk"])] = doc
         except (ValueError, KeyError, TypeError):
             break  # a torn last line from a kill: that chunk is done again
-    if any(doc.get("size", size) != size for doc in done.values()):
+    if any(doc.get("size") != size for doc in done.values()):  # cut otherwise, or by a version that did not say
         path.unlink()
         return {}
     return done
@@ -118,6 +118,12 @@ def evaluate_arm(cfg: Config, out: Path, meta: dict, *, samples: int, chunk_prob
     # Which code and which processor answered (an evaluation resumed elsewhere names the finishing one).
     result = {**meta, "samples": samples, "code": code_version(), "machine": machine(),
               **combine([done[i] for i in sorted(done)])}
+    missing = len(problems) - len(result["problems"])
+    if missing or result["episodes"] != len(problems) * samples:  # never write an evaluation with holes
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"evaluation {out.stem}: {missing} of {len(problems)} problems unanswered and "
+                           f"{result['episodes']} answers for {len(problems) * samples}; its chunks were discarded, "
+                           "run it again")
     write_atomic(out, json.dumps(result, indent=1) + "\n")
     partial.unlink(missing_ok=True)
     return result
