@@ -86,7 +86,7 @@ def test_cell_dry_runs_with_a_local_model_and_fixture_data(cell, tmp_path, tiny_
         request.getfixturevalue("isolated_sandbox")  # the dry run starts the code verifier
     data = _fixture(tmp_path, task)
     res = CliRunner().invoke(app, ["train", str(PAPER / f"{cell}.yaml"), f"model.path={tiny_model_dir}",
-                                   f"data.path={data}", "--dry-run"])
+                                   f"data.path={data}", "--dry-run", "--show-config"])
     assert res.exit_code == 0, res.output
     assert "lr: 2.0e-05" in res.stdout and f"path: {data}" in res.stdout
     # math: 20 rows, 10 % held out; code: 1,018 rows, the first 1,000 of the shuffle held out

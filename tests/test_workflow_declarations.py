@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rolecall.advantages import ESTIMATORS
+from rolecall.advantages import ESTIMATORS, check_estimators
 from rolecall.testing import ScriptedEngine
 from rolecall.rollout import rollout
 from rolecall.workflows import WORKFLOWS, Workflow, build_workflow, load_prompts
@@ -25,12 +25,32 @@ def test_every_estimator_trains_every_workflow(name, estimator):
     # Alternate right and wrong answers so every group holds both outcomes.
     eps, _ = run(name, lambda r: "\\boxed{42}" if next(calls) % 2 else "\\boxed{7}", group_size=4)
     score_strict(eps)
-    credit(eps, build_workflow(name, prompts_for(name), {}))
-    turns, adv, m = advantages(eps, estimator, None)
+    wf = build_workflow(name, prompts_for(name), {})
+    credit(eps, wf)
+    plan = estimator
+    if getattr(ESTIMATORS[estimator], "needs_counterfactuals", False):
+        # Counterfactual credit is for the roles whose default the workflow re-reads; any other
+        # role asking for it is refused before training, naming the roles that can have it.
+        if not wf.counterfactual_roles:
+            with pytest.raises(ValueError, match="re-reads no default"):
+                check_estimators(estimator, {}, wf)
+            return
+        plan = {**{r: estimator for r in wf.counterfactual_roles}, "*": "grpo"}
+        check_estimators(plan, {}, wf)
+    turns, adv, m = advantages(eps, plan, None, workflow=wf)
     assert len(adv) == len(turns) == sum(len(ep.turns) for ep in eps)
     assert all(math.isfinite(a) for a in adv)
     assert len({ep.reward for ep in eps}) > 1, "the script must give each group both outcomes"
-    assert any(a != 0 for a in adv), m
+    if plan is estimator:
+        assert any(a != 0 for a in adv), m
+        return
+    # Counterfactual credit moves exactly the turns that changed their episode's outcome.
+    from rolecall.algo.credit import counterfactual_credits, flatten
+    turns, owners = flatten(eps)
+    mine = [i for i, t in enumerate(turns) if t.role in wf.counterfactual_roles]
+    cf, _ = counterfactual_credits([turns[i] for i in mine], [owners[i] for i in mine], wf, {})
+    assert any(c is not None for c in cf), m  # the workflow re-read some of its turns
+    assert [bool(c) for c in cf] == [adv[i] != 0 for i in mine], m
 
 
 def test_role_diagnostics_must_name_known_diagnostics():

@@ -1,12 +1,12 @@
 """Counterfactual credit: what a turn changed, against what its role's default would have reached.
 
 A selecting or judging role is paid, under outcome credit, for an outcome it mostly does not
-change: when three voters agree the aggregator's pick cannot matter, yet its tokens get the
+change: when the candidates agree, the pick cannot matter, yet the picking turn's tokens get the
 episode's full advantage. Counterfactual credit asks each turn what it changed instead (the
-difference reward of "Optimal Payoff Functions for Members of Collectives"): its credit is the episode's outcome minus the outcome the episode would
-have had with that turn replaced by its role's stated default (`Workflow.counterfactuals`: the
-aggregator's fallback rule, the evaluator accepting, a debater keeping its previous answer, a
-voter left out of a majority ballot). A turn that changes nothing gets exactly 0.
+difference reward of "Optimal Payoff Functions for Members of Collectives"): its credit is the
+episode's outcome minus the outcome the episode would have had with that turn replaced by its
+role's stated default (`Workflow.counterfactuals`: a trivial selection rule, a judge that always
+accepts, a participant keeping its previous answer or left out of a ballot). A turn that changes nothing gets exactly 0.
 
 The credit already has its baseline (the default's outcome), so it is not centred on the group
 mean: a group in which the role always beat its default keeps a positive advantage. Each group
