@@ -11,8 +11,18 @@ PROBLEM = Problem(uid="p0", prompt="12+30", answer="42")
 # verifier), tested in their own files; the rest play math problems with the math prompts.
 QA_WORKFLOWS = ("search_answer",)
 MATH_WORKFLOWS = sorted(n for n in WORKFLOWS if n not in QA_WORKFLOWS)
-# Workflows whose own default prompts replace the shared math set (their templates differ).
-OWN_PROMPTS = ("deliberation",)
+
+
+def _own_prompts(name: str) -> bool:
+    """Whether the workflow ships its templates itself (a mapping as its `prompts=` default)."""
+    import inspect
+    default = inspect.signature(WORKFLOWS[name].__init__).parameters.get("prompts")
+    return default is not None and isinstance(default.default, dict)
+
+
+# Workflows whose own default prompts replace the shared math set (their templates differ): read
+# from each class, so a workflow added as one file with its templates in it needs no entry here.
+OWN_PROMPTS = tuple(n for n in MATH_WORKFLOWS if _own_prompts(n))
 
 
 def isolated(wf: Workflow) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, 
 
 from rolecall.engines.base import DEFAULT_MAX_BATCH
 from rolecall.rewards.verifier import verifier_names
-from rolecall.tasks import get_task
+from rolecall.tasks import get_task, task_names
 
 
 def _types_in(annotation: Any) -> set:
@@ -114,11 +114,8 @@ class DataCfg(_Strict):
         return self
 
 class TaskCfg(_Strict):
-    name: str = Field(
-        "arithmetic", description="A task of rolecall.tasks: arithmetic or multihop (built-in, procedural; multihop: 2-hop questions over a corpus "
-                                  "of invented entities, for search_answer, graded by qa), reasoning_gym (a reasoning-gym "
-                                  "dataset, task.gym), humaneval (the 164 HumanEval problems, graded by code) or dataset "
-                                  "(the `data` section).")
+    name: str = Field("arithmetic", description=f"A task of rolecall.tasks, one file each: {', '.join(task_names())} (dataset: "
+                                                "the `data` section, docs/datasets.md; reasoning_gym: task.gym).")
     digits: PositiveInt = Field(2, description="Operand digits: the difficulty knob.")
     ops: str = Field("+-", description="Operators to draw from: '+', '-' or both.")
     n_val: PositiveInt = Field(200, description="Validation problems (a fixed, disjoint split; humaneval: at most 82, half of 164).")
@@ -137,6 +134,8 @@ class TaskCfg(_Strict):
                                           "task.gym_train_size).")
     gym_train_size: PositiveInt = Field(5000, description="reasoning_gym: training problems generated (before dropping any "
                                                           "whose question is also a validation question).")
+    options: dict[str, Any] = Field(default_factory=dict, description="The task's own options (its TaskSource.options "
+                                    "dataclass), each checked against its field's type at load; the fields above are built-in knobs.")
 
     @field_validator("gym_options")
     @classmethod
@@ -145,6 +144,7 @@ class TaskCfg(_Strict):
 
     @model_validator(mode="after")
     def _gym_only_for_reasoning_gym(self) -> "TaskCfg":
+        get_task(self.name).parse_options(_finite_data(self.options, "task.options"))  # declared by the task, not here
         if self.name != "reasoning_gym" and (self.gym is not None or self.gym_options):
             raise ValueError(f"task.gym / task.gym_options are set but task.name is {self.name!r}; "
                              "set task.name=reasoning_gym to draw problems from reasoning-gym")

@@ -84,6 +84,8 @@ def _dataset(cfg, train_P, val_P) -> dict:
     else:  # the task says what identifies its problems (arithmetic and multihop as before this was asked)
         identity = get_task(cfg.task.name).identity(cfg)
         source, task = {"path": identity["path"]}, identity["task"]
+        if cfg.task.options:  # a task's own options (absent when none, so older fingerprints still match)
+            source["options"] = cfg.task.options
     # A built-in corpus lives in a cache folder that may move; its file name carries its content hash.
     problems = _sha(_json([[p.uid, p.prompt, p.answer, _portable(p.meta)] for P in (train_P, val_P) for p in P]))
     return {**source, "task": task, "problems": problems, "train": len(train_P), "val": len(val_P)}
