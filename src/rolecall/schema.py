@@ -152,8 +152,7 @@ class TaskCfg(_Strict):
 
 
 class WorkflowCfg(_Strict):
-    name: str = Field("voting", description="A shipped workflow (a file each in rolecall/workflows/; an unknown "
-                                                "name is refused with the list) or 'module:Class'.")
+    name: str = Field("voting", description="A shipped workflow (a file each in rolecall/workflows/; an unknown name is refused with the list) or 'module:Class'.")
     prompts: str | None = Field(None, description="Shipped prompt set name or a path to a prompts .yaml file; "
                                 "default: the workflow's own (a `prompts=` default in its constructor), else 'math'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Workflow keyword options (n_voters, rounds, n_workers); "
