@@ -25,6 +25,20 @@ class Estimator(Protocol):
     ) -> tuple[list[float], dict[str, float]]: ...
 
 
+def group_members(values_N: Sequence[float | None], group_ids_N: Sequence[Hashable],
+                  what: str = "reward") -> dict[Hashable, list[int]]:
+    """{group id: the indices in it}; ValueError for mismatched lengths or a non-finite value."""
+    if len(values_N) != len(group_ids_N):
+        raise ValueError(f"rewards_N has {len(values_N)} entries but group_ids_N has {len(group_ids_N)}")
+    members: dict[Hashable, list[int]] = {}
+    for i, (r, g) in enumerate(zip(values_N, group_ids_N)):
+        if r is not None and not math.isfinite(r):
+            raise ValueError(f"{what} {r!r} at index {i} is not finite; use None for "
+                             + ("unscorable" if what == "reward" else "no counterfactual"))
+        members.setdefault(g, []).append(i)
+    return members
+
+
 def grouped(
     rewards_N: Sequence[float | None],
     group_ids_N: Sequence[Hashable],
@@ -37,14 +51,7 @@ def grouped(
     group with fewer than two distinct scorable rewards gets exactly 0.0 (nothing to compare);
     a non-finite reward is an error (a NaN would silently poison a whole group).
     """
-    if len(rewards_N) != len(group_ids_N):
-        raise ValueError(f"rewards_N has {len(rewards_N)} entries but group_ids_N has {len(group_ids_N)}")
-    members: dict[Hashable, list[int]] = {}
-    for i, (r, g) in enumerate(zip(rewards_N, group_ids_N)):
-        if r is not None and not math.isfinite(r):
-            raise ValueError(f"reward {r!r} at index {i} is not finite; use None for unscorable")
-        members.setdefault(g, []).append(i)
-
+    members = group_members(rewards_N, group_ids_N)
     adv_N = [0.0] * len(rewards_N)
     mixed = 0
     for idx in members.values():

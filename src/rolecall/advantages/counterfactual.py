@@ -24,7 +24,7 @@ import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from rolecall.advantages.base import DEFAULT_EPS, positive_option
+from rolecall.advantages.base import DEFAULT_EPS, group_members, positive_option
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,7 @@ class Counterfactual:
 
     def compute(self, rewards_N: Sequence[float | None],
                 group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
-        if len(rewards_N) != len(group_ids_N):
-            raise ValueError(f"rewards_N has {len(rewards_N)} entries but group_ids_N has {len(group_ids_N)}")
-        members: dict[Hashable, list[int]] = {}
-        for i, (c, g) in enumerate(zip(rewards_N, group_ids_N)):
-            if c is not None and not math.isfinite(c):
-                raise ValueError(f"credit {c!r} at index {i} is not finite; use None for no counterfactual")
-            members.setdefault(g, []).append(i)
+        members = group_members(rewards_N, group_ids_N, what="credit")
         adv_N = [0.0] * len(rewards_N)
         moved = 0
         for idx in members.values():
