@@ -143,7 +143,7 @@ class TaskCfg(_Strict):
         return _finite_data(v, "task.gym_options")
 
     @model_validator(mode="after")
-    def _gym_only_for_reasoning_gym(self) -> "TaskCfg":
+    def _task_options_and_gym(self) -> "TaskCfg":
         get_task(self.name).parse_options(_finite_data(self.options, "task.options"))  # declared by the task, not here
         if self.name != "reasoning_gym" and (self.gym is not None or self.gym_options):
             raise ValueError(f"task.gym / task.gym_options are set but task.name is {self.name!r}; "

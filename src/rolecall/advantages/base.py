@@ -26,15 +26,14 @@ class Estimator(Protocol):
 
 
 def group_members(values_N: Sequence[float | None], group_ids_N: Sequence[Hashable],
-                  what: str = "reward") -> dict[Hashable, list[int]]:
+                  what: str = "reward", none_means: str = "unscorable") -> dict[Hashable, list[int]]:
     """{group id: the indices in it}; ValueError for mismatched lengths or a non-finite value."""
     if len(values_N) != len(group_ids_N):
         raise ValueError(f"rewards_N has {len(values_N)} entries but group_ids_N has {len(group_ids_N)}")
     members: dict[Hashable, list[int]] = {}
     for i, (r, g) in enumerate(zip(values_N, group_ids_N)):
         if r is not None and not math.isfinite(r):
-            raise ValueError(f"{what} {r!r} at index {i} is not finite; use None for "
-                             + ("unscorable" if what == "reward" else "no counterfactual"))
+            raise ValueError(f"{what} {r!r} at index {i} is not finite; use None for {none_means}")
         members.setdefault(g, []).append(i)
     return members
 

@@ -44,7 +44,7 @@ class Counterfactual:
 
     def compute(self, rewards_N: Sequence[float | None],
                 group_ids_N: Sequence[Hashable]) -> tuple[list[float], dict[str, float]]:
-        members = group_members(rewards_N, group_ids_N, what="credit")
+        members = group_members(rewards_N, group_ids_N, what="credit", none_means="no counterfactual")
         adv_N = [0.0] * len(rewards_N)
         moved = 0
         for idx in members.values():
