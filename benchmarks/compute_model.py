@@ -1,4 +1,4 @@
-"""The benchmark model of compute.py, fused_lora.py and compute_peers.py: Qwen3's layout at
+"""The benchmark model of compute.py and compute_peers.py: Qwen3's layout at
 28 M parameters with random weights, so matrix multiplies dominate the work measured."""
 from __future__ import annotations
 

@@ -54,7 +54,13 @@ def provenance(model_dir: Path | None = None, *, matmul: bool = True) -> dict:
             "model_sha256": weights_sha256(model_dir) if model_dir else None, "versions": versions,
             "machine": {**machine(), "platform": platform.platform(),
                         "matmul_gflops": round(matmul_gflops(), 1) if matmul else None},
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command()}
+
+
+def command() -> str:
+    """The command line as typed (`python -m benchmarks NAME ...`), the interpreter's path shortened
+    to `python`: what a reader runs to reproduce the result."""
+    return " ".join(["python", *sys.orig_argv[1:]])
 
 
 def append_result(path: Path, key: str, entry: dict) -> None:

@@ -131,57 +131,6 @@ def test_shifted_name_facts_put_passages_that_do_not_name_the_entity_first():
     assert kind != "question" or text.startswith("In which")
 
 
-class _ReadingModel:
-    """Stands in for a model that reads perfectly: writes the oracle's right play (greedy)."""
-
-    def __init__(self, tok):
-        self.tok = tok
-
-    def eval(self):
-        pass
-
-    def train(self):
-        pass
-
-    def generate(self, ids, **_):
-        import torch
-
-        from rolecall.basemodel.search_oracle import follow, generator, parse_question, searcher
-
-        text = self.tok.decode(ids[0])
-        if "<|im_start|>" in text:
-            play = searcher if "Find evidence" in text else generator
-            said = play(text.split("<|im_start|>user\n")[-1].split("<|im_end|>")[0], 1.0, random.Random(0))
-        else:
-            entity, first, second = parse_question(text)
-            bridge = follow(text, entity, first)  # None where no passage names the entity
-            said = follow(text, bridge, second) if text.endswith("Answer: ") else bridge or entity
-        return torch.cat([ids, torch.tensor([self.tok(said + "\n", add_special_tokens=False)["input_ids"]])], dim=1)
-
-
-def test_exact_copies_report_plain_shifted_and_role_prompt_copies_by_kind():
-    """Greedy copies graded by kind: an untrained model copies nothing, a reading one everything."""
-    import sys
-    from pathlib import Path
-
-    import torch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from benchmarks.name_copy import exact_copies, role_copies
-    from rolecall.basemodel.make import build_model
-    from rolecall.basemodel.tokenizer import build_tokenizer
-
-    torch.manual_seed(0)
-    tok = build_tokenizer()
-    for model, want in ((build_model(tok, 0), 0.0), (_ReadingModel(tok), 1.0)):
-        plain, shifted = exact_copies(model, tok, n=9), exact_copies(model, tok, n=9, shift=True)
-        roles = role_copies(model, tok, episodes=3)
-        assert set(plain) == {"question", "bridge", "answer"}
-        assert set(shifted) == {"question_shifted", "bridge_shifted", "answer_shifted"}
-        assert set(roles) == {"first_query", "second_query", "answer_turn"}
-        assert all(v == want for v in [*plain.values(), *shifted.values(), *roles.values()]), (want, plain, shifted, roles)
-
-
 def test_search_transcripts_play_each_episode_on_its_own_world():
     from rolecall.basemodel.make import search_transcripts
 

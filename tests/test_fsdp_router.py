@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.fsdp_probe import fsdp_report  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+from fsdp_ranks import fsdp_report  # noqa: E402
 
 
 def test_router_modes_match_one_process_under_fsdp2(tiny_model_dir):

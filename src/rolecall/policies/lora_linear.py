@@ -4,12 +4,12 @@ Written as separate modules (PEFT's layout), autograd sums the two gradients tha
 (through W and through A) in a pass of its own over [tokens, in], and adding the LoRA term
 to the base output copies that output once more. Here the LoRA term is accumulated into the
 base output in place, and the backward accumulates both input-gradient terms into one
-buffer, the LoRA one by `addmm_`. Measured by `benchmarks/fused_lora.py` (the two paths
-alternating in one process, medians): on a 28 M-parameter Qwen3 with LoRA r 16 on every
-linear layer, an update of 4 prompts x 8 samples of 800 + 256 tokens on one adapter takes 0.96
-of the separate modules' time, and 6 prompts x 2 samples on two adapters in one forward (the
-row-masked mix) 0.94; on the 1.6 M-parameter embedded model, where per-call overhead
-dominates, 0.97.
+buffer, the LoRA one by `addmm_`. Measured by a probe since retired
+(`benchmarks/results/history/fused_lora.json`; the two paths alternating in one process,
+medians): on a 28 M-parameter Qwen3 with LoRA r 16 on every linear layer, an update of 4
+prompts x 8 samples of 800 + 256 tokens on one adapter takes 0.96 of the separate modules'
+time, and 6 prompts x 2 samples on two adapters in one forward (the row-masked mix) 0.94; on
+the 1.6 M-parameter embedded model, where per-call overhead dominates, 0.97.
 
 It applies where the arithmetic is exactly PEFT's: a plain `nn.Linear` base whose weights
 are frozen, no dropout on the adapter's input, one dtype throughout.

@@ -1,6 +1,6 @@
-"""Does the LoRA router survive FSDP wrapping and torch.compile? Two gloo processes on CPU shard the embedded
-model with FSDP2 (`torch.distributed.fsdp.fully_shard`, per decoder layer and at the root) and
-run the router's three modes against the same model unsharded in one process:
+"""The LoRA router's three modes on the embedded model sharded with FSDP2 over two gloo processes
+(`torch.distributed.fsdp.fully_shard`, per decoder layer and at the root), against the same model
+unsharded in one process (tests/test_fsdp_router.py):
 
 - training, `router.mixed([a, b])`: one forward + backward with rows on two adapters and the
   bare base; every LoRA gradient is compared (FSDP2 reduce-scatters them: each rank holds a
@@ -8,28 +8,14 @@ run the router's three modes against the same model unsharded in one process:
 - one adapter, `router.policy(a)`: logits of a forward.
 - generation, `router.rows([...])` (weights read once on entering the block): logits.
 
-The same three modes then run on the unsharded model under `torch.compile` (inductor, CPU).
-
-    python benchmarks/fsdp_probe.py      # ~1 min on 2 cores; writes benchmarks/results/fsdp_probe.json
-
 Each rank feeds the same batch, and FSDP averages the ranks' gradients, so every LoRA gradient
-should equal one process's.
+should equal one process's. A module of its own so that `mp.spawn` can import the rank function.
 """
 from __future__ import annotations
 
-import json
-import os
-import platform
-import sys
 import tempfile
-import time
 import traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.provenance import write_result  # noqa: E402
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-RESULT = Path(__file__).resolve().parent / "results" / "fsdp_probe.json"
 ADAPTERS = ("alpha", "beta")
 
 
@@ -158,30 +144,3 @@ def fsdp_report(model_dir: str | None = None) -> tuple[dict, dict]:
     mp.spawn(rank_main, args=(2, f"{tmp}/init", f"{tmp}/fsdp.pt", model_dir), nprocs=2, join=True)
     got = torch.load(f"{tmp}/fsdp.pt", weights_only=False)
     return ref, compare(ref, got)
-
-
-def main() -> int:
-    import torch
-
-    torch.set_num_threads(2)
-    t0 = time.time()
-    ref, fsdp = fsdp_report()
-    fsdp_s = round(time.time() - t0, 1)
-    t1 = time.time()
-    model = build()
-    model.compile()  # torch.compile of the whole model, the router's forwards inside it
-    compiled = compare(ref, {"wrapped": True, **run_modes(model)})
-    compiled.pop("wrapped")
-    compiled["seconds_with_compilation"] = round(time.time() - t1, 1)
-    report = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-              "torch": torch.__version__, "setup": "embedded model, 2 LoRA adapters (r 8, all linear layers); "
-              "FSDP2 fully_shard per decoder layer + root on 2 gloo processes; torch.compile in one process",
-              "fsdp": {**fsdp, "seconds": fsdp_s}, "torch_compile": compiled}
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    write_result(RESULT, report)
-    print(json.dumps(report, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

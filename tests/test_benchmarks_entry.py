@@ -1,0 +1,43 @@
+"""`python -m benchmarks`: one entry that lists every benchmark and runs one by name."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.__main__ import BENCHMARKS, HELPERS, summary  # noqa: E402
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_every_module_is_a_listed_benchmark_or_a_named_helper():
+    modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    assert modules == set(BENCHMARKS) | set(HELPERS), (modules ^ (set(BENCHMARKS) | set(HELPERS)))
+    assert not set(BENCHMARKS) & set(HELPERS)
+    assert all(summary(name) for name in BENCHMARKS), [n for n in BENCHMARKS if not summary(n)]
+
+
+def test_the_entry_lists_every_benchmark_and_refuses_an_unknown_name():
+    listed = _run()
+    assert listed.returncode == 0, listed.stderr
+    assert all(f"  {name} " in listed.stdout for name in BENCHMARKS)
+    wrong = _run("no_such_benchmark")
+    assert wrong.returncode == 2 and "no benchmark named 'no_such_benchmark'" in wrong.stderr
+
+
+def test_a_benchmark_runs_by_name_with_its_own_arguments():
+    helped = _run("collaboration_game", "--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "--seeds" in helped.stdout
+
+
+def test_the_recorded_command_is_the_one_typed():
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); "
+                          "from benchmarks.provenance import command; print(command())", "x", "--y"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().startswith("python -c ") and out.stdout.strip().endswith(" x --y"), out
