@@ -22,7 +22,7 @@ SPEED = ("run", "compute", "compute_peers", "trl_compare", "comlrl_compare", "sc
          "real_precision_speed")
 MEMORY = ("real_memory",)
 EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "collaboration_game", "seed_claims",
-               "search_answer", "real_learning", "real_grid", "real_interventions", "real_precision",
+               "search_answer", "real_learning", "real_interventions", "real_precision",
                "real_search_start", "real_warm_start", "self_report")
 HELPERS = ("__init__", "__main__", "provenance", "compute_model", "policy_sharing", "comlrl_arm", "tables",
            "tables_grid", "tables_debate", "tables_deliberation",

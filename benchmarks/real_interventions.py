@@ -1,18 +1,18 @@
 """rolecall's interventions (the paper proposes neither) on one cell of the real grid, paired with the grid's own runs of it.
 
-    python benchmarks/real_grid.py                                   # first: the grid
+    rolecall grid configs/grids/real.yaml --out runs/real --record benchmarks/results/real_grid.json   # first: the grid
     python benchmarks/real_interventions.py --choose                 # then: which cell the rule picks
     python benchmarks/real_interventions.py                          # and the interventions on it
 
-"When Does Multi-Agent RL Improve LLM Workflows?" proposes two interventions for a failing
-cell: a per-role KL anchor toward the base model and a gradient-coherence regularizer. This
+rolecall offers two interventions for a failing cell (neither is the paper's: it trains without a
+KL penalty): a per-role KL anchor toward the base model and a gradient-coherence regularizer. This
 writes a grid file for the one cell (its workflow and routing exactly as
 `configs/grids/real.yaml` sets them, with an `intervention` axis of the two arms, seeds 0-2, no
 control and no base evaluation), runs it through `rolecall grid --resume` (so it resumes arm by
 arm), and records, per seed, each arm minus the real grid's run of the same cell and seed: the
 peak, the final and the deepest fall of validation accuracy, and the selecting or judging role's
 accuracy minus its best trivial rule at the last validation, with the mean over seeds and its
-95 % t interval; and every run's full record as real_grid.py keeps it (curve, alarms, role
+95 % t interval; and every run's full record as a grid's record keeps it (curve, alarms, role
 shapes). The arms' settings are fixed in `ARMS` and in docs/findings.md, written down
 before the grid's Isolated-Policy cells ran; the cell is chosen by the rule written there.
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
 from benchmarks.provenance import write_result  # noqa: E402
-from benchmarks.real_grid import run_record  # noqa: E402
+from rolecall.grid.record import run_record  # noqa: E402
 
 GRID = HERE.parent / "configs" / "grids" / "real.yaml"
 RESULT = HERE / "results" / "real_interventions.json"
@@ -72,7 +72,7 @@ def paired_effects(arms: dict[str, dict[int, dict]], none: dict[int, dict]) -> d
 
 
 def seed_stats(records: list[dict]) -> dict[str, dict]:
-    """STATS and the step-0 accuracy of each finished run (`real_grid.run_record`), keyed by the
+    """STATS and the step-0 accuracy of each finished run (`rolecall.grid.record.run_record`), keyed by the
     seed axis's label ("seed0"): the arms' grid and the real grid share the axis."""
     from benchmarks.tables_grid import role_gap
 
@@ -102,7 +102,7 @@ def choose_cell(doc: dict) -> tuple[str, str]:
             labels = r.get("labels") or {}
             cells.setdefault(f"{labels.get('workflow')}-{labels.get('routing')}", []).append(r)
     if not cells:
-        raise SystemExit("no finished method cell in the grid's record: run benchmarks/real_grid.py first")
+        raise SystemExit("no finished method cell in the grid's record: run `rolecall grid configs/grids/real.yaml --record ...` first")
     ended_below = {c: [r["peak"] - r["final"] for r in runs
                        if r["peak"] - r["final"] >= r.get("cliff_margin", CLIFF_MARGIN) - 1e-12]
                    for c, runs in cells.items()}
@@ -138,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cell is None or args.choose:
         if not args.grid_result.is_file():
-            raise SystemExit(f"--grid-result {args.grid_result}: no such file; run benchmarks/real_grid.py "
-                             "(or --collect-only) first, or name the cell with --cell")
+            raise SystemExit(f"--grid-result {args.grid_result}: no such file; record the grid first "
+                             "(`rolecall grid record`), or name the cell with --cell")
         cell, why = choose_cell(json.loads(args.grid_result.read_text()))
         print(f"the rule picks {cell}: {why}")
         if args.choose:
@@ -160,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
 
     workflow, _, routing = args.cell.rpartition("-")
     base, arms_g = tables.load(args.grid_dir), tables.load(out)
-    records = {"none": [run_record(base, r) for r in base.runs if r.kind == "run"
+    records = {"none": [run_record(r) for r in base.runs if r.kind == "run"
                         and r.labels.get("workflow") == workflow and r.labels.get("routing") == routing]}
-    records.update({arm: [run_record(arms_g, r) for r in arms_g.runs if r.labels.get("intervention") == arm]
+    records.update({arm: [run_record(r) for r in arms_g.runs if r.labels.get("intervention") == arm]
                     for arm in ARMS})
     none = seed_stats(records["none"])
     arms = {arm: seed_stats(records[arm]) for arm in ARMS}

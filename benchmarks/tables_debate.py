@@ -1,5 +1,5 @@
 """The MAPoRL tables: debate on SmolLM2 co-trained, beside frozen peers, and without the
-incentives (`configs/grids/real_debate.yaml`, recorded by `benchmarks/real_grid.py` into
+incentives (`configs/grids/real_debate.yaml`, recorded by `rolecall grid ... --record` into
 `results/real_debate.json`), each read against the single-agent control of the paper's matrix
 (`configs/grids/real.yaml`, `results/real_grid.json`): same task, same problems, same seeds.
 Rendered into the docs by `python -m benchmarks.tables`."""
@@ -65,8 +65,8 @@ def maporl_arms() -> str:
     and how often an agent's answer went wrong → right and right → wrong between rounds."""
     doc, by_arm = _runs()
     if doc is None:
-        return ("_No MAPoRL grid recorded yet: `python benchmarks/real_grid.py --grid configs/grids/real_debate.yaml "
-                "--out-dir runs/real_debate --result benchmarks/results/real_debate.json` runs it._\n")
+        return ("_No MAPoRL grid recorded yet: `rolecall grid configs/grids/real_debate.yaml --out runs/real_debate "
+                "--record benchmarks/results/real_debate.json` runs it._\n")
     seeds = next((len(a["labels"]) for a in doc.get("axes") or [] if a.get("role") == "seed"), "?")
     rows = ["| arm | seeds done | accuracy: step 0 → last | peak | round 0 → round 1 at the last validation "
             "| wrong → right / right → wrong |", "|---|---|---|---|---|---|"]

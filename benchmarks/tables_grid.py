@@ -1,4 +1,4 @@
-"""The real-model grid's tables (benchmarks/real_grid.py -> results/real_grid.json), for
+"""The real-model grid's tables (`rolecall grid configs/grids/real.yaml --record results/real_grid.json`), for
 docs/findings.md: the cells over seeds, each cell against the single-agent control at matched
 cost, the selecting and judging roles against trivial rules, each role's reply length and
 gradient share (Shared-Policy capture), the interventions tried on one cell
@@ -67,7 +67,7 @@ def spread(values: list[float], fmt: str = ".2f") -> str:
 
 
 def _missing(what: str) -> str:
-    return f"_No {what} recorded yet: `python benchmarks/real_grid.py` runs the grid._\n"
+    return f"_No {what} recorded yet: `rolecall grid configs/grids/real.yaml --record benchmarks/results/real_grid.json` runs the grid._\n"
 
 
 def real_grid_cells() -> str:
@@ -287,7 +287,7 @@ def dac_arms() -> str:
     it did), means over seeds with their ranges, and the most the generator abstained at any
     validation step of any seed."""
     if not DAC.is_file():
-        return "_No DAC grid recorded yet: `python benchmarks/real_grid.py --grid configs/grids/real_search_answer.yaml` runs it._\n"
+        return "_No DAC grid recorded yet: `rolecall grid configs/grids/real_search_answer.yaml --record benchmarks/results/real_search_answer.json` runs it._\n"
     doc = json.loads(DAC.read_text())
     seeds = next((len(a["labels"]) for a in doc.get("axes") or [] if a.get("role") == "seed"), "?")
     by_arm = _dac_runs(doc)
@@ -373,7 +373,7 @@ def _code(doc: dict) -> str:
 
 def _kept(doc: dict) -> str:
     """"; kept from the record of <date> at commit <sha> (transformers <v>): <cells>" for each origin
-    of the runs a record kept from an earlier one (`real_grid.py` or `deliberation.py --keep-from`),
+    of the runs a record kept from an earlier one (the grid records' earlier script or `deliberation.py --keep-from`),
     named by grid cell or by seed; each run carries where it was first recorded. Records of other
     shapes (runs by arm) keep none."""
     runs = doc.get("runs")

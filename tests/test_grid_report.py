@@ -1,4 +1,4 @@
-"""The grid report's numbers, files and page, and benchmarks/real_grid.py's record, all read
+"""The grid report's numbers, files and page, and the grid's record, all read
 from run directories the fake runner writes (tests/grid_fakes.py): numbers checked by hand."""
 from __future__ import annotations
 
@@ -122,12 +122,12 @@ def test_report_page_renders_in_headless_chromium(finished, tmp_path):
     assert "Table 1: validation accuracy" in dom and "77.5 ± 3.5 (75.0–80.0)" in dom
 
 
-def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
-    """benchmarks/real_grid.py's record of a grid directory: each cell with its curve and
+def test_a_grid_record_holds_every_cell_and_the_matched_comparisons(finished):
+    """`rolecall grid record`'s record of a grid directory: each cell with its curve and
     statistics, and each cell's paired differences against the control."""
-    from benchmarks.real_grid import collect
+    from rolecall.grid.record import collect
 
-    doc = json.loads(json.dumps(collect(finished)))  # what real_grid.json holds: plain JSON
+    doc = json.loads(json.dumps(collect(finished)))  # what a record file holds: plain JSON
     runs = {r["cell"]: r for r in doc["runs"]}
     assert doc["cells"] == {"done": 7, "failed": 0, "started": 0, "pending": 0}
     ip0 = runs["voting-isolated-seed0"]
@@ -143,37 +143,10 @@ def test_real_grid_records_every_cell_and_the_matched_comparisons(finished):
     assert ip["peak_vs_own_base"]["mean"] == pytest.approx(0.375) and ip["problems"]["ci95"] is not None
 
 
-def test_real_grid_keeps_an_earlier_records_runs_when_their_directory_is_gone(finished, tmp_path):
-    """A grid whose seed-0 cells ran on a machine since lost: the new directory holds seed 1, the
-    record keeps seed 0 from the earlier record (marked so), and the comparisons against the
-    control come out as they did from the whole directory."""
-    from benchmarks.real_grid import collect, keep_from
-
-    whole = json.loads(json.dumps({**collect(finished), "provenance": {"commit": "abc", "date": "2026-01-01"}}))
-    part_dir = tmp_path / "part"
-    shutil.copytree(finished, part_dir)
-    for name in ("base", "control-seed0", "voting-shared-seed0", "voting-isolated-seed0"):
-        shutil.rmtree(part_dir / name)
-    part = json.loads(json.dumps(collect(part_dir)))
-    assert part["cells"]["pending"] == 4 and all(c["paired_with_control"] == 1 for c in part["against_control"])
-    merged = keep_from(part, whole, "earlier.json")
-    assert merged["cells"] == whole["cells"] and merged["kept"]["cells"] == ["base", "control-seed0",
-                                                                              "voting-shared-seed0",
-                                                                              "voting-isolated-seed0"]
-    assert merged["against_control"] == whole["against_control"]
-    runs = {r["cell"]: r for r in merged["runs"]}
-    assert runs["control-seed0"]["kept_from"] == {"result": "earlier.json", "commit": "abc", "dirty": None,
-                                                  "date": "2026-01-01", "versions": None, "model_sha256": None}
-    assert "kept_from" not in runs["control-seed1"] and runs["voting-shared-seed0"]["curve"] == \
-        {r["cell"]: r for r in whole["runs"]}["voting-shared-seed0"]["curve"]
-    with pytest.raises(SystemExit, match="axes"):
-        keep_from(part, {**whole, "axes": whole["axes"][:1]}, "other.json")
-
-
-def test_real_grid_reads_long_controls_at_equal_tokens_and_time(finished, tmp_path, monkeypatch):
+def test_a_grid_record_reads_long_controls_at_equal_tokens_and_time(finished, tmp_path, monkeypatch):
     """With the long controls' grid (configs/grids/real_long_control.yaml), the comparisons at equal
     tokens and time read those controls; equal problems keeps the grid's own control."""
-    from benchmarks.real_grid import collect
+    from rolecall.grid.record import collect
 
     spec = grid_file(tmp_path, "overrides: {train.steps: 20, train.val_every: 10, workflow.name: single,"
                                " routing: isolated}\ncontrol: false\nbase_eval: false\naxes:\n  seed: [0, 1]\n", "long.yaml")
@@ -191,3 +164,20 @@ def test_real_grid_reads_long_controls_at_equal_tokens_and_time(finished, tmp_pa
     assert ip["long_control"] == {"paired": 2, "matchings": ["generated_tokens", "wall_seconds"]}
     assert sum(r["kind"] == "long_control" for r in doc["runs"]) == 2
     assert "long_control" not in collect(finished)["against_control"][0]  # without them, as before
+
+
+def test_grid_record_writes_the_record_with_its_provenance_and_refuses_a_directory_that_is_no_grid(finished, tmp_path):
+    from typer.testing import CliRunner
+
+    from rolecall.cli import app
+
+    into = tmp_path / "out" / "record.json"
+    res = CliRunner().invoke(app, ["grid", "record", str(finished), "--into", str(into)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(into.read_text())
+    assert doc["what"] == "rolecall grid" and doc["cells"]["done"] == 7
+    prov = doc["provenance"]
+    assert prov["command"].startswith("rolecall ") and "grid record" in prov["command"]
+    assert prov["code"] == sitting.code_version() and prov["machine"]["cores"] >= 1 and "torch" in prov["versions"]
+    bad = CliRunner().invoke(app, ["grid", "record", str(tmp_path), "--into", str(tmp_path / "x.json")])
+    assert bad.exit_code == 2 and "is not a grid directory" in bad.output and not (tmp_path / "x.json").exists()

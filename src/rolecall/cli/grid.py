@@ -55,6 +55,10 @@ def grid_run(
                                              help="Run only the cells with this label (repeatable: all must match), "
                                                   "e.g. --only seed=seed2; the directory still indexes the whole grid, "
                                                   "so the rest can run later with --resume."),
+    record: Optional[Path] = typer.Option(None, "--record", metavar="FILE",
+                                          help="When the cells have run, write the grid's record to FILE (JSON: "
+                                               "every cell, the matched comparisons, provenance; `rolecall grid "
+                                               "record`)."),
 ) -> None:
     """Run every cell of a grid file, plus a base-model evaluation and a single-agent RL control per setting.
 
@@ -62,7 +66,7 @@ def grid_run(
     (exit 1 at the end)."""
     # imported here: keeps rolecall --help and config checks from loading torch
     from rolecall.grid import layout
-    from rolecall.grid.plan import make_plan, preflight_inputs, select_cells
+    from rolecall.grid.plan import make_plan, select_cells
     from rolecall.grid.progress import GridProgress
     from rolecall.grid.runner import run_grid
     from rolecall.grid.spec import load_grid
@@ -80,15 +84,7 @@ def grid_run(
         if not dry_run:
             layout.prepare(out, resume)  # refuse a used directory before the inputs are opened
     counts = _counts(cells)
-    if dry_run:
-        for c in cells:
-            sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
-    note = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
-    with as_user_errors():
-        n_inputs = preflight_inputs(plan, note)
-    if dry_run:
-        console.print(f"dry run ok: {len(cells)} cells ({counts}), {n_inputs} distinct inputs; "
-                      f"would write {out}", highlight=False, soft_wrap=True)
+    if _preflight(plan, cells, counts, out, dry_run):
         return
     from rolecall.grid.cells import run_cell
 
@@ -114,8 +110,28 @@ def grid_run(
     failed = [r for r in results if r.status == "failed"]
     console.print(f"grid directory: {out} ({counts}; {len(failed)} failed). Report: rolecall grid report {out}",
                   highlight=False, soft_wrap=True)
+    if record is not None:
+        _write_record(out, record, None, _again(grid_file, args or [], out, only or [], ray).replace(
+            " --resume", f" --record {record}"))
     if failed:
         raise typer.Exit(1)
+
+
+def _preflight(plan, cells, counts: str, out: Path, dry_run: bool) -> bool:
+    """Open every input of the plan (an unreadable one is a user error); with `dry_run`, print the
+    cells and say what would run. True where nothing is to run."""
+    from rolecall.grid.plan import preflight_inputs
+
+    if dry_run:
+        for c in cells:
+            sys.stdout.write(f"{c.name}\t{c.kind}\t{c.config or '(defaults)'}\t{' '.join(c.overrides)}\n")
+    note = lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False)  # noqa: E731
+    with as_user_errors():
+        n_inputs = preflight_inputs(plan, note)
+    if dry_run:
+        console.print(f"dry run ok: {len(cells)} cells ({counts}), {n_inputs} distinct inputs; "
+                      f"would write {out}", highlight=False, soft_wrap=True)
+    return dry_run
 
 
 def _counts(cells) -> str:
@@ -130,6 +146,36 @@ def _again(grid_file: Path, args: list[str], out: Path, only: list[str], ray: st
     again = f"rolecall grid {grid_file} {' '.join(args)} --out {out} --resume".replace("  ", " ")
     again += "".join(f" --only {o}" for o in only)
     return again + (" --ray" + ("" if ray == "local" else f" {ray}") if ray else "")
+
+
+def _write_record(grid_dir: Path, into: Path, long_controls: Path | None, command: str) -> None:
+    from rolecall.grid.record import write
+
+    with as_user_errors():
+        doc = write(grid_dir, into, long_dir=long_controls, command=command)
+    console.print(f"record: {into} (cells {doc['cells']})", highlight=False, soft_wrap=True, markup=False)
+
+
+@grid_app.command("record")
+def grid_record(
+    grid_dir: Path = typer.Argument(..., help="A grid directory written by `rolecall grid`."),
+    into: Path = typer.Option(..., "--into", metavar="FILE", help="The record's file (JSON), written whole."),
+    long_controls: Optional[Path] = typer.Option(
+        None, "--long-controls", metavar="DIR",
+        help="A grid directory of longer single-agent controls (same settings and seeds): the comparisons at equal "
+             "generated tokens and equal training time read them."),
+) -> None:
+    """Write a grid's record as its directory stands: every cell (curve, validations, role metrics, alarms,
+    slow steps, role shapes, sittings), the paired comparisons against the control, and provenance."""
+    from rolecall.grid import layout
+
+    for d in (grid_dir, *([long_controls] if long_controls else [])):
+        if not (d / layout.INDEX).is_file():
+            console.print(f"error: {d} is not a grid directory (no {layout.INDEX} in it)", highlight=False, markup=False,
+                          soft_wrap=True)
+            raise typer.Exit(2)
+    _write_record(grid_dir, into, long_controls, f"rolecall grid record {grid_dir} --into {into}"
+                  + (f" --long-controls {long_controls}" if long_controls else ""))
 
 
 @grid_app.command("report")

@@ -1,13 +1,9 @@
-"""benchmarks/real_grid.py's slow_steps (a step slowed by other work on the machine stands out from
-its neighbours; a slow phase of the run itself, long early replies, does not) and role_shapes."""
+"""A grid's record (rolecall.grid.record): slow_steps (a step slowed by other work on the machine
+stands out from its neighbours; a slow phase of the run itself, long early replies, does not),
+role_shapes and validations."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.real_grid import role_shapes, slow_steps, validations  # noqa: E402
+from rolecall.grid.record import role_shapes, slow_steps, validations
 
 
 def test_slow_steps_by_hand():
@@ -34,11 +30,12 @@ def test_role_shapes_average_the_first_and_last_steps_of_each_role():
     assert role_shapes([]) == {}
 
 
-def test_validations_keep_every_validation_step_with_its_role_metrics():
-    rows = [{"step": 0, "val/accuracy": 0.5, "val/search_answer/abstain_rate": 0.9, "val/other": 1.0},
+def test_validations_keep_every_validation_step_with_its_metrics():
+    rows = [{"step": 0, "val/accuracy": 0.5, "val/search_answer/abstain_rate": 0.9, "val/note": "text",
+             "val/flag": True},
             {"step": 1, "time/step_s": 1.0, "search_answer/abstain_rate": 0.0},  # a training step
             {"step": 10, "val/accuracy": 0.6, "val/search_answer/abstain_rate": 0.2},
             {"step": 10, "event": "alarm", "val/accuracy": 0.0},                 # events are not validations
             {"step": 10, "val/accuracy": 0.7, "val/search_answer/abstain_rate": 0.1}]  # a resume: the last row
-    assert validations(rows) == [{"step": 0, "accuracy": 0.5, "search_answer/abstain_rate": 0.9},
+    assert validations(rows) == [{"step": 0, "accuracy": 0.5, "search_answer/abstain_rate": 0.9},  # numbers only
                                  {"step": 10, "accuracy": 0.7, "search_answer/abstain_rate": 0.1}]
