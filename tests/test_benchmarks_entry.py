@@ -1,6 +1,7 @@
 """`python -m benchmarks`: one entry that lists every benchmark and runs one by name."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,31 @@ def test_the_recorded_command_is_the_one_typed():
                           "from benchmarks.provenance import command; print(command())", "x", "--y"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().startswith("python -c ") and out.stdout.strip().endswith(" x --y"), out
+
+
+def _reproducing_commands() -> dict[str, str]:
+    """benchmarks/results/README.md's table: result file (or folder) -> its command."""
+    table = (ROOT / "benchmarks" / "results" / "README.md").read_text()
+    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+)` \| (.+) \|$", table, re.M)}
+
+
+def test_every_recorded_result_names_a_command_whose_program_is_here():
+    commands = _reproducing_commands()
+    results = {p.name + ("/" if p.is_dir() else "") for p in (ROOT / "benchmarks" / "results").iterdir()
+               if p.name not in ("README.md", "history")}
+    assert set(commands) == results, set(commands) ^ results
+    for result, text in commands.items():
+        if result.endswith(".md"):
+            continue  # notes, not a measurement
+        for cmd in re.findall(r"`([^`]+)`", text):
+            for part in cmd.split(" && "):
+                words = part.split()
+                if words[:3] == ["python", "-m", "benchmarks"]:
+                    assert words[3] in BENCHMARKS, (result, part)
+                elif words[0] == "rolecall":
+                    files = [w for w in words if w.endswith(".yaml")]
+                    assert files and all((ROOT / f).is_file() for f in files) or words[1:3] == ["grid", "record"], \
+                        (result, part)
+                elif words[0] not in ("cp",):
+                    script = words[1] if words[0] == "bash" else words[0]
+                    assert (ROOT / script).is_file(), (result, part)
