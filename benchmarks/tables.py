@@ -345,26 +345,50 @@ def claims_debate() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _mean_ci(stat: dict) -> str:
+    """`0.950 [0.930, 0.970]`: a mean and its 95 % t interval over seeds (the mean alone from one seed)."""
+    lo_hi = f" [{stat['ci95'][0]:.3f}, {stat['ci95'][1]:.3f}]" if stat.get("ci95") else ""
+    return f"{stat['mean']:.3f}{lo_hi}"
+
+
+def _difference(diff: dict) -> str:
+    """A paired difference with its interval, and what the interval allows one to say."""
+    if not diff.get("ci95"):
+        return f"{diff['mean']:+.3f} (one seed: no interval)"
+    lo, hi = diff["ci95"]
+    verdict = "cannot tell" if lo <= 0 <= hi else ("first ahead" if lo > 0 else "second ahead")
+    return f"{diff['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], {verdict}"
+
+
+def _record_note(doc: dict, file: str) -> str:
+    """Where a grid record's numbers come from: its command, commit, date and base weights."""
+    prov = doc["provenance"]
+    commit = (prov.get("code") or {}).get("commit")
+    weights = (prov.get("model") or {}).get("weights")
+    return (f"Recorded {prov['date'][:10]} in `benchmarks/results/{file}` by `{prov['command']}`"
+            f"{f', commit {commit[:7]}' if commit else ''}{f', base weights `{weights}`' if weights else ''}.")
+
+
 def claims_chain() -> str:
-    """seed_claims.json, chain: agent-wise vs pooled normalisation, 3 seeds each."""
-    doc = _load("seed_claims.json")
-    arms = [("chain", "agentwise", "outcome", "agent-wise (= slot-grouped GRPO)"),
-            ("chain-per_role", "agentwise", "per role", "agent-wise"),
-            ("chain-per_role", "pooled", "per role", "pooled")]
-    rows = ["| credit | normalisation | step 0, mean | final, mean ± sd (range) "
-            "| largest drop between validations, mean |", "|---|---|---|---|---|"]
-    runs = []
-    for section, arm, credit, norm in arms:
-        a = doc[section][arm]
-        runs += a["runs"]
-        base = sum(r["base_accuracy"] for r in a["runs"]) / len(a["runs"])
-        lo, hi = a["final_range"]
-        rows.append(f"| {credit} | {norm} | {base:.3f} | {a['final_mean']:.3f} ± {a['final_sd']:.3f} "
-                    f"({lo:.3f}–{hi:.3f}) | {a['largest_drop_mean']:.3f} |")
-    steps = sorted({doc[s][a]["steps"] for s, a, _, _ in arms})
-    seeds = sorted({len(doc[s][a]["seeds"]) for s, a, _, _ in arms})
-    rows += ["", _note(f"{', '.join(map(str, steps))} steps, {', '.join(map(str, seeds))} seeds per arm. "
-                       + _weights_note(runs, "seed_claims.json"))]
+    """claims_chain.json (configs/grids/claims_chain.yaml): agent-wise vs pooled normalisation on
+    the chain, each arm over seeds with 95 % t intervals, and the two per-role arms paired by seed."""
+    from rolecall.grid.record import method_difference, method_stats
+
+    doc = _load("claims_chain.json")
+    labels = {"outcome-agentwise": ("outcome", "agent-wise (= slot-grouped GRPO)"),
+              "per_role-agentwise": ("per role", "agent-wise"), "per_role-pooled": ("per role", "pooled")}
+    rows = ["| credit | normalisation | seeds | step 0, mean | final, mean [95 % CI] "
+            "| largest drop between validations, mean [95 % CI] |", "|---|---|---|---|---|---|"]
+    for s in sorted(method_stats(doc), key=lambda s: list(labels).index(s["method"][0])):
+        credit, norm = labels[s["method"][0]]
+        rows.append(f"| {credit} | {norm} | {len(s['seeds'])} | {s['base']['mean']:.3f} | {_mean_ci(s['final'])} "
+                    f"| {_mean_ci(s['largest_drop'])} |")
+    pair = [(m,) for m in ("per_role-agentwise", "per_role-pooled")]
+    final, drop = (method_difference(doc, *pair, stat) for stat in ("final", "largest_drop"))
+    steps = next(iter(method_stats(doc)), None)
+    rows += ["", _note(f"Per-role credit, agent-wise minus pooled, paired by seed ({final['n']} seeds): final "
+                       f"{_difference(final)}; largest drop {_difference(drop)}. "
+                       + _record_note(doc, "claims_chain.json"))] if steps else []
     return "\n".join(rows) + "\n"
 
 

@@ -1,10 +1,14 @@
 """`python -m benchmarks`: one entry that lists every benchmark and runs one by name."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -70,3 +74,38 @@ def test_every_recorded_result_names_a_command_whose_program_is_here():
                 elif words[0] not in ("cp",):
                     script = words[1] if words[0] == "bash" else words[0]
                     assert (ROOT / script).is_file(), (result, part)
+
+
+SMOKE = ["train.steps=1", "train.val_every=1", "task.n_val=4", "rollout.problems_per_step=2", "rollout.group_size=2"]
+
+
+def _embedded_grid_commands() -> list[tuple[str, str]]:
+    """(result, grid file) for every recorded result a `rolecall grid ... --record` makes on the
+    embedded model (a grid whose cells start from configs/examples/: the real tier's need SmolLM2)."""
+    import yaml
+
+    out = []
+    for result, text in _reproducing_commands().items():
+        for cmd in re.findall(r"`(rolecall grid [^`]+)`", text):
+            words = cmd.split()
+            grid = words[2]
+            if "--record" in words and (yaml.safe_load((ROOT / grid).read_text()).get("config") or "").startswith(
+                    "../examples/"):
+                out.append((result, grid))
+    return out
+
+
+@pytest.mark.parametrize("result, grid", _embedded_grid_commands())
+def test_a_recorded_grid_runs_at_smoke_size_and_records(result, grid, tmp_path):
+    """The command that reproduces a recorded grid result runs end to end (one step, one seed) and
+    writes a record of the same shape."""
+    into = tmp_path / result
+    done = subprocess.run([sys.executable, "-m", "rolecall", "grid", grid, *SMOKE, "--out", str(tmp_path / "grid"),
+                           "--record", str(into), "--only", "seed=seed0"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    doc, recorded = json.loads(into.read_text()), json.loads((ROOT / "benchmarks" / "results" / result).read_text())
+    assert doc["what"] == recorded["what"] == "rolecall grid" and doc["axes"] == recorded["axes"]
+    ran = [r for r in doc["runs"] if r["status"] == "done"]
+    assert ran and all(r["labels"]["seed"] == "seed0" and len(r["curve"]) == 2 for r in ran), doc["runs"]
+    assert doc["provenance"]["command"].startswith(f"rolecall grid {grid} ")

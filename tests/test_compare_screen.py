@@ -68,9 +68,11 @@ def test_a_tiny_screen_records_the_rule_before_its_candidates_and_chooses(tmp_pa
                  "candidates:\n"
                  "  two: {task.gym: chain_sum, task.gym_options: {min_terms: 2, max_terms: 2, max_digits: 2}}\n"
                  "  few: {task.gym: products, task.gym_options: {min_terms: 2, max_terms: 2, min_digits: 1, max_digits: 1}}\n")
-    res = CliRunner().invoke(app, ["compare", "screen", str(f), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(app, ["compare", "screen", str(f), "--out", str(tmp_path / "o"),
+                                   "--record", str(tmp_path / "kept" / "screen.json")])
     assert res.exit_code == 0, res.output
     rec = json.loads((tmp_path / "o" / "screen.json").read_text())
+    assert json.loads((tmp_path / "kept" / "screen.json").read_text()) == rec  # --record: the same record, copied
     assert rec["rule"]["min_distinct"] == 101 and rec["rule_written"] <= rec["finished"]
     assert rec["candidates"]["few"]["space"]["distinct"] == 100  # 10 x 10 products: excluded by min_distinct
     assert set(rec["candidates"]["two"]) >= {"voting", "eval_opt", "single_sample", "headroom"}

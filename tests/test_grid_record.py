@@ -3,6 +3,8 @@ stands out from its neighbours; a slow phase of the run itself, long early repli
 role_shapes and validations."""
 from __future__ import annotations
 
+import pytest
+
 from rolecall.grid.record import role_shapes, slow_steps, validations
 
 
@@ -39,3 +41,32 @@ def test_validations_keep_every_validation_step_with_its_metrics():
             {"step": 10, "val/accuracy": 0.7, "val/search_answer/abstain_rate": 0.1}]  # a resume: the last row
     assert validations(rows) == [{"step": 0, "accuracy": 0.5, "search_answer/abstain_rate": 0.9},  # numbers only
                                  {"step": 10, "accuracy": 0.7, "search_answer/abstain_rate": 0.1}]
+
+
+def _planted_record() -> dict:
+    """Two methods x two seeds (and a failed run, a control) with curves checked by hand."""
+    def run(arm, seed, accs, status="done", kind="run"):
+        curve = [{"problems": 8.0 * i, "generated_tokens": 0.0, "wall_seconds": 0.0, "accuracy": a}
+                 for i, a in enumerate(accs)]
+        return {"cell": f"{arm}-seed{seed}", "kind": kind, "status": status, "labels": {"arm": arm, "seed": f"seed{seed}"},
+                "base": accs[0], "peak": max(accs), "final": accs[-1], "curve": curve}
+    axes = [{"name": "arm", "role": "method", "labels": ["a", "b"]}, {"name": "seed", "role": "seed", "labels": []}]
+    return {"axes": axes, "runs": [run("a", 0, [0.5, 0.9, 0.7, 0.8]), run("a", 1, [0.5, 0.6, 0.7]),
+                                   run("b", 0, [0.5, 0.6, 0.6]), run("b", 1, [0.4, 0.5, 0.5]),
+                                   run("b", 2, [0.4], status="failed"), run("x", 0, [0.1], kind="control")]}
+
+
+def test_method_stats_and_a_paired_difference_by_hand():
+    from rolecall.grid.record import method_difference, method_stats
+
+    doc = _planted_record()
+    stats = {tuple(s["method"]): s for s in method_stats(doc)}
+    assert set(stats) == {("a",), ("b",)} and stats[("a",)]["seeds"] == ["seed0", "seed1"]
+    assert stats[("a",)]["final"]["mean"] == pytest.approx(0.75)          # (0.8 + 0.7) / 2
+    assert stats[("a",)]["largest_drop"]["values"] == pytest.approx([0.2, 0.0])  # 0.9 -> 0.7; never fell
+    # two values: the t interval is mean +- 12.706 * sd / sqrt(2), sd of (0.8, 0.7) = 0.0707
+    assert stats[("a",)]["final"]["ci95"] == pytest.approx([0.75 - 12.706 * 0.05, 0.75 + 12.706 * 0.05], abs=1e-3)
+    diff = method_difference(doc, ("a",), ("b",))
+    assert diff["seeds"] == ["seed0", "seed1"] and diff["values"] == pytest.approx([0.2, 0.2])
+    assert diff["mean"] == pytest.approx(0.2) and diff["ci95"] == pytest.approx([0.2, 0.2])
+    assert method_difference(doc, ("a",), ("zzz",))["n"] == 0

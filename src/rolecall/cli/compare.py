@@ -48,6 +48,8 @@ def compare_run(
     chunk: Optional[int] = typer.Option(None, "--chunk", help="Problems per evaluation chunk (an evaluation resumes "
                                         "by chunk; default 25)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Check every arm's config and input, print the plan, run nothing."),
+    record: Optional[Path] = typer.Option(None, "--record", metavar="FILE", help="Also write the record (JSON) to "
+                                          "FILE, e.g. a results folder kept under version control."),
 ) -> None:
     """Train and evaluate every arm of the comparison, then write record.json and report.html."""
     from rolecall.compare import plan as P
@@ -83,7 +85,7 @@ def compare_run(
         return
     if resume and not (out / INDEX).is_file():
         resume = False  # nothing to continue: start it
-    _run(out, opts, resume, len(units) - 1 + (len(units) - len(wfs)) * (opts.seeds - 1))
+    _run(out, opts, resume, len(units) - 1 + (len(units) - len(wfs)) * (opts.seeds - 1), record)
 
 
 def _dry_run(opts, wfs, units, out: Path) -> None:
@@ -102,7 +104,16 @@ def _dry_run(opts, wfs, units, out: Path) -> None:
                   highlight=False, soft_wrap=True, markup=False)
 
 
-def _run(out: Path, opts, resume: bool, n_units: int) -> None:
+def _copy_record(source: Path, record: Path | None) -> None:
+    """The record written into the comparison's (or screen's) directory, copied whole to `record`."""
+    if record is not None:
+        from rolecall.fsio import write_atomic
+
+        write_atomic(record, source.read_text("utf-8"))
+        console.print(f"wrote {record}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _run(out: Path, opts, resume: bool, n_units: int, record: Path | None = None) -> None:
     from rolecall.compare.progress import CompareProgress
     from rolecall.compare.record import write
     from rolecall.compare.runner import Comparison
@@ -126,6 +137,7 @@ def _run(out: Path, opts, resume: bool, n_units: int) -> None:
     _summary(paths[0])
     for p in paths:
         say(f"wrote {p}")
+    _copy_record(paths[0], record)
     if cmp.state.failed:
         say(f"{len(cmp.state.failed)} unit(s) failed: " + "; ".join(f"{k}: {v}" for k, v in cmp.state.failed.items()))
         raise typer.Exit(1)
@@ -169,6 +181,8 @@ def compare_screen(
     screen_file: Path = typer.Argument(..., help="A screen file: workflows, candidates and the selection rule."),
     out: Optional[Path] = typer.Option(None, "--out", help="Screen directory (default runs/screen-<file name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the screen in --out: finished evaluations are kept."),
+    record: Optional[Path] = typer.Option(None, "--record", metavar="FILE", help="Also write the record (JSON) to "
+                                          "FILE, e.g. a results folder kept under version control."),
 ) -> None:
     """Evaluate the untrained workflows on candidate tasks and choose one by the file's rule (screen.json)."""
     from rolecall.compare.screen import load_screen, run_screen
@@ -181,15 +195,15 @@ def compare_screen(
     with as_user_errors():
         screen = load_screen(screen_file)
         with library_output_to(out):  # weight-loading bars and warnings into <out>/library.log
-            record = run_screen(screen, out, resume, say)
+            screened = run_screen(screen, out, resume, say)
     from rich.table import Table
 
     t = Table(title=f"screen {screen_file}")
     for col in ("candidate", "distinct", "single-sample", "oracle", "headroom", "evaluator / always accept", "rule"):
         t.add_column(col, overflow="fold")
     fmt = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
-    choice = record["choice"]
-    for label, row in record["candidates"].items():
+    choice = screened["choice"]
+    for label, row in screened["candidates"].items():
         ev = next((v for v in row.values() if isinstance(v, dict) and "evaluator_accuracy" in v), {})
         vote = next((v for v in row.values() if isinstance(v, dict) and v.get("oracle") is not None), {})
         verdict = "chosen" if label == choice["chosen"] else "passes" if label in choice["passing"] else \
@@ -199,3 +213,4 @@ def compare_screen(
                   f"{fmt(ev.get('evaluator_accuracy'))} / {fmt(ev.get('rule_always_correct_acc'))}", verdict)
     console.print(t)
     say(f"chosen: {choice['chosen']}; wrote {out / 'screen.json'}")
+    _copy_record(out / "screen.json", record)

@@ -157,3 +157,44 @@ def write(grid_dir: Path, into: Path, *, long_dir: Path | None = None, command: 
     into.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(into, json.dumps(doc, indent=1) + "\n")
     return doc
+
+
+# -- reading a record: each method over seeds, and two methods paired by seed ---------------------
+def _axes(doc: dict, role: str) -> list[str]:
+    return [a["name"] for a in doc.get("axes") or [] if a.get("role") == role]
+
+
+def largest_drop(curve: list[dict]) -> float:
+    """The largest fall of validation accuracy between two consecutive validations (0 if none)."""
+    accs = [p["accuracy"] for p in curve]
+    return max([0.0, *(a - b for a, b in zip(accs, accs[1:]))])
+
+
+RUN_STATS = {"base": lambda r: r["base"], "peak": lambda r: r["peak"], "final": lambda r: r["final"],
+             "largest_drop": lambda r: largest_drop(r["curve"])}
+
+
+def methods(doc: dict) -> dict[tuple[str, ...], dict[str, dict]]:
+    """Each method's finished runs (kind run), keyed by its method-axis labels, then by seed label."""
+    method_axes, seed_axes = _axes(doc, "method"), _axes(doc, "seed")
+    out: dict[tuple[str, ...], dict[str, dict]] = {}
+    for r in doc["runs"]:
+        if r["kind"] == "run" and r["status"] == "done":
+            key = tuple(r["labels"].get(a, "") for a in method_axes)
+            out.setdefault(key, {})["-".join(r["labels"].get(a, "") for a in seed_axes)] = r
+    return out
+
+
+def method_stats(doc: dict) -> list[dict]:
+    """Per method: its seeds and each RUN_STATS value over them, with the 95 % t interval of the mean."""
+    return [{"method": list(key), "seeds": sorted(runs),
+             **{name: matching.Paired.of([f(r) for r in runs.values()]).as_dict() for name, f in RUN_STATS.items()}}
+            for key, runs in methods(doc).items()]
+
+
+def method_difference(doc: dict, a: tuple[str, ...], b: tuple[str, ...], stat: str = "final") -> dict:
+    """Method `a` minus method `b` on `stat`, paired by seed (the seeds both finished)."""
+    runs = methods(doc)
+    seeds = sorted(set(runs.get(a, {})) & set(runs.get(b, {})))
+    f = RUN_STATS[stat]
+    return {"seeds": seeds, **matching.Paired.of([f(runs[a][s]) - f(runs[b][s]) for s in seeds]).as_dict()}
