@@ -23,7 +23,7 @@ SPEED = ("run", "compute", "compute_peers", "trl_compare", "comlrl_compare", "sc
 MEMORY = ("real_memory",)
 EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "collaboration_game", "seed_claims",
                "search_answer", "real_learning", "real_interventions", "real_precision",
-               "real_search_start", "real_warm_start", "self_report")
+               "real_warm_start")
 HELPERS = ("__init__", "__main__", "provenance", "compute_model", "policy_sharing", "comlrl_arm", "tables",
            "tables_grid", "tables_debate", "tables_deliberation",
            "held_out_workflows",  # workflows in wordings the embedded model never saw (user_workflow)

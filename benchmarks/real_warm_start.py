@@ -4,7 +4,7 @@
     python benchmarks/real_warm_start.py   # about 20 minutes on 2 cores
 
 On this model search_answer's generator cannot answer from evidence before training (exact
-match 0.00-0.03, `benchmarks/results/real_search_start.json`), so RL has no signal to climb.
+match 0.00-0.03, `benchmarks/results/history/real_search_start.json`), so RL has no signal to climb.
 This fits the adapters to the workflow's demonstrations (the searcher querying each support
 passage's title in turn; the generator naming the gold answer from evidence that holds it) on
 the built-in multi-hop task's tuning world (task seed 7: other invented names and questions

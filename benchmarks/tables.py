@@ -352,12 +352,19 @@ def _mean_ci(stat: dict) -> str:
 
 
 def _difference(diff: dict) -> str:
-    """A paired difference with its interval, and what the interval allows one to say."""
+    """A paired difference with its interval, what the interval allows one to say, and the smallest
+    difference the design detects with 80 % power (t with n - 1 degrees of freedom)."""
+    import statistics
+
+    from rolecall.compare.stats import mde_factor
+
     if not diff.get("ci95"):
         return f"{diff['mean']:+.3f} (one seed: no interval)"
     lo, hi = diff["ci95"]
     verdict = "cannot tell" if lo <= 0 <= hi else ("first ahead" if lo > 0 else "second ahead")
-    return f"{diff['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], {verdict}"
+    n = len(diff["values"])
+    mde = mde_factor(n - 1) * statistics.stdev(diff["values"]) / n ** 0.5
+    return f"{diff['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], {verdict} (detectable: {mde:.3f})"
 
 
 def _record_note(doc: dict, file: str) -> str:
