@@ -21,7 +21,7 @@ SPEED = ("run", "compute", "compute_peers", "trl_compare", "comlrl_compare", "sc
          "diagnostics_overhead", "shared_machine", "ray_rollout", "grid_cpu", "real_speed", "real_peers",
          "real_precision_speed")
 MEMORY = ("real_memory",)
-EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "collaboration_game", "seed_claims",
+EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "collaboration_game",
                "search_answer", "real_learning", "real_interventions", "real_precision",
                "real_warm_start")
 HELPERS = ("__init__", "__main__", "provenance", "compute_model", "policy_sharing", "comlrl_arm", "tables",

@@ -331,17 +331,28 @@ def _weights_note(runs: list[dict], file: str, date: str | None = None) -> str:
 
 
 def claims_debate() -> str:
-    """seed_claims.json, debate: every debater co-trained vs one trained against frozen peers."""
-    arms = _load("seed_claims.json")["debate"]
-    order = [("co-trained", "co-trained ({n} adapters)"), ("frozen-peers", "one trained, peers frozen")]
-    steps = [v["step"] for v in arms[order[0][0]]["val_curve"]]
-    rows = ["| arm | " + " | ".join(f"step {s}" for s in steps) + " |", "|---" * (len(steps) + 1) + "|"]
-    for key, label in order:
-        r = arms[key]
-        acc = {v["step"]: v["accuracy"] for v in r["val_curve"]}
-        rows.append(f"| {label.format(n=len(r['optimizer_steps_per_iteration']))} | "
-                    + " | ".join(f"{acc[s]:.3f}" if s in acc else "—" for s in steps) + " |")
-    rows += ["", _note(_weights_note([arms[k] for k, _ in order], "seed_claims.json"))]
+    """claims_debate.json (configs/grids/claims_debate.yaml): every debater co-trained vs one trained
+    against frozen peers, the mean validation curve over seeds, the final with its 95 % t interval,
+    and the two arms paired by seed."""
+    from rolecall.grid.record import method_difference, method_stats, methods
+
+    doc = _load("claims_debate.json")
+    labels = {"co_trained": "co-trained (3 adapters)", "frozen_peers": "one trained, peers frozen"}
+    runs = methods(doc)
+    steps = sorted({v["step"] for arm in runs.values() for r in arm.values() for v in r["validations"]})
+    rows = ["| arm | seeds | " + " | ".join(f"step {s}" for s in steps) + " | final, mean [95 % CI] |",
+            "|---" * (len(steps) + 3) + "|"]
+    for st in sorted(method_stats(doc), key=lambda st: list(labels).index(st["method"][0])):
+        arm = runs[tuple(st["method"])]
+        means = []
+        for step in steps:
+            accs = [v["accuracy"] for r in arm.values() for v in r["validations"] if v["step"] == step]
+            means.append(f"{sum(accs) / len(accs):.3f}" if accs else "—")
+        rows.append(f"| {labels[st['method'][0]]} | {len(st['seeds'])} | " + " | ".join(means)
+                    + f" | {_mean_ci(st['final'])} |")
+    diff = method_difference(doc, ("co_trained",), ("frozen_peers",))
+    rows += ["", _note(f"Co-trained minus one trained beside frozen peers, final accuracy paired by seed "
+                       f"({diff['n']} seeds): {_difference(diff)}. " + _record_note(doc, "claims_debate.json"))]
     return "\n".join(rows) + "\n"
 
 
