@@ -51,24 +51,13 @@ def provenance(cmp, command: str | None) -> dict:
     """rolecall's code, the libraries, this machine, the base model's hash, every run's sittings
     (which code and which processor wrote which steps) and every evaluation's code and machine."""
     from rolecall.diagnostics.summary import read_sittings
-    from rolecall.rundir.sitting import code_version, library_versions, machine
+    from rolecall.rundir.sitting import base_model_of, code_version, library_versions, machine
 
     runs = sorted((cmp.out / "runs").iterdir()) if (cmp.out / "runs").is_dir() else []
     evals = {name: {"code": doc.get("code"), "machine": doc.get("machine")} for name, doc in cmp.evals().items()}
-    return {"code": code_version(), "versions": library_versions(), "machine": machine(), "model": _model(runs),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
+    return {"code": code_version(), "versions": library_versions(), "machine": machine(),
+            "model": base_model_of(runs), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
             "sittings": {r.name: read_sittings(r) for r in runs}, "evaluations": evals}
-
-
-def _model(runs: list[Path]) -> dict | None:
-    from rolecall.rundir.checkpoint import checkpoint_fingerprint, latest_checkpoint
-
-    for run in runs:
-        ckpt = latest_checkpoint(run)
-        fp = checkpoint_fingerprint(ckpt) if ckpt else None
-        if fp and fp.get("model"):
-            return {k: v for k, v in fp["model"].items() if k != "path"}
-    return None
 
 
 def write(cmp, command: str | None = None) -> tuple[Path, Path]:

@@ -137,16 +137,10 @@ def collect(grid_dir: Path, long_dir: Path | None = None, g: GridData | None = N
 def provenance(g: GridData, command: str | None) -> dict:
     """rolecall's code and the libraries now, this machine, the base model of the first finished
     run with a checkpoint, the date and the command (each run's own sittings are in its entry)."""
-    from rolecall.rundir.checkpoint import checkpoint_fingerprint, latest_checkpoint
+    from rolecall.rundir.sitting import base_model_of
     from rolecall.rundir.sitting import code_version, library_versions, machine
 
-    model = None
-    for run in g.runs:
-        ckpt = latest_checkpoint(g.path / run.name) if run.status == "done" else None
-        fp = checkpoint_fingerprint(ckpt) if ckpt else None
-        if fp and fp.get("model"):
-            model = {k: v for k, v in fp["model"].items() if k != "path"}
-            break
+    model = base_model_of(g.path / run.name for run in g.runs if run.status == "done")
     return {"code": code_version(), "versions": library_versions(), "machine": machine(), "model": model,
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command}
 

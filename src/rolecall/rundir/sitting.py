@@ -108,3 +108,16 @@ def describe(sittings: list[dict]) -> str | None:
             said.append((at, f"{what} (on {here})" if moved else what))
         code, cpu = what, here or cpu
     return ", ".join(w if i == 0 else f"{w} from {at}" for i, (at, w) in enumerate(said)) or None
+
+
+def base_model_of(run_dirs) -> dict | None:
+    """The base model (its config and weights hashes) recorded by the first of `run_dirs` that has
+    a checkpoint: what a record of several runs names as the model they trained."""
+    from rolecall.rundir.checkpoint import checkpoint_fingerprint, latest_checkpoint  # loads torch: only here
+
+    for run in run_dirs:
+        ckpt = latest_checkpoint(Path(run))
+        fp = checkpoint_fingerprint(ckpt) if ckpt else None
+        if fp and fp.get("model"):
+            return {k: v for k, v in fp["model"].items() if k != "path"}
+    return None
