@@ -25,7 +25,7 @@ EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "co
                "search_answer", "real_learning", "real_interventions", "real_precision",
                "real_warm_start")
 HELPERS = ("__init__", "__main__", "provenance", "compute_model", "policy_sharing", "comlrl_arm", "tables",
-           "tables_grid", "tables_debate", "tables_deliberation", "tables_claims",
+           "tables_grid", "tables_deliberation",
            "held_out_workflows",  # workflows in wordings the embedded model never saw (user_workflow)
            "vllm_check")  # run by vllm_cpu.sh, in a venv of its own
 BENCHMARKS = {**{n: "speed" for n in SPEED}, **{n: "memory" for n in MEMORY},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 import textwrap
 from collections.abc import Callable
@@ -21,18 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
-from benchmarks.tables_claims import claims_chain, claims_debate  # noqa: E402
-from benchmarks.tables_debate import maporl_arms, maporl_paired  # noqa: E402
 from benchmarks.tables_deliberation import DELIBERATORS, mpdf_real, mpdf_real_actions  # noqa: E402
 from benchmarks.tables_grid import (  # noqa: E402
-    dac_arms, dac_paired, real_grid_cells, real_grid_matched, real_grid_role_shapes, real_grid_roles, real_interventions)
+    real_grid_cells, real_grid_matched, real_grid_role_shapes, real_grid_roles, real_interventions)
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 # Every document whose tables are generated: a block may sit in any of them.
 DOCUMENTS = [README, ROOT / "benchmarks" / "README.md", ROOT / "docs" / "real_tier.md", ROOT / "docs" / "findings.md",
              ROOT / "docs" / "search_answer.md", ROOT / "docs" / "debate.md", ROOT / "docs" / "deliberation.md"]
-BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+# A block names a renderer of TABLES, or the product's command that renders it (`rolecall grid table ...`).
+BLOCK = re.compile(r"(<!-- table:(?P<name>[\w-]+|rolecall grid table [^>]*?) -->\n)(?P<body>.*?)(<!-- /table -->)",
+                   re.S)
 
 
 def real_base() -> str:
@@ -504,12 +505,33 @@ def real_memory() -> str:
 TABLES: dict[str, Callable[[], str]] = {
     "real_grid_cells": real_grid_cells, "real_grid_matched": real_grid_matched, "real_grid_roles": real_grid_roles,
     "real_grid_role_shapes": real_grid_role_shapes, "real_interventions": real_interventions,
-    "dac_arms": dac_arms, "dac_paired": dac_paired, "maporl_arms": maporl_arms, "maporl_paired": maporl_paired,
     "mpdf_real": mpdf_real, "mpdf_real_actions": mpdf_real_actions,
     "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
-    "learning_current": learning_current, "learning_older": learning_older, "claims_debate": claims_debate,
-    "claims_chain": claims_chain, "claims_deliberation": claims_deliberation}
+    "learning_current": learning_current, "learning_older": learning_older,
+    "claims_deliberation": claims_deliberation}
+
+
+def grid_table(command: str) -> str:
+    """What `rolecall grid table RECORD [OPTIONS]` prints, rendered in process (the options of
+    `rolecall grid table --help`)."""
+    from rolecall.grid.record_table import PARTS, markdown, parse_pair, read, with_control_from
+
+    words = shlex.split(command)[3:]
+    doc, opts, curve = read(ROOT / words[0]), {"--metric": [], "--pair": [], "--control-from": [], "--only": []}, False
+    rest = iter(words[1:])
+    for w in rest:
+        if w == "--curve":
+            curve = True
+        elif w in opts:
+            opts[w].append(next(rest))
+        else:
+            raise ValueError(f"table block {command!r}: {w!r} is not an option of rolecall grid table")
+    for other in opts["--control-from"]:
+        doc = with_control_from(doc, read(ROOT / other), other)
+    return markdown(doc, words[0], metrics=tuple(opts["--metric"] or ["accuracy"]), curve=curve,
+                    pairs=[parse_pair(p) for p in opts["--pair"]],
+                    parts=tuple(opts["--only"][-1].split(",")) if opts["--only"] else PARTS)
 
 
 def render(text: str) -> tuple[str, list[str]]:
@@ -518,9 +540,12 @@ def render(text: str) -> tuple[str, list[str]]:
 
     def fill(m: re.Match) -> str:
         name = m.group("name")
-        if name not in TABLES:
+        if name.startswith("rolecall "):
+            body = grid_table(name)
+        elif name not in TABLES:
             raise KeyError(f"README table {name!r} has no renderer in benchmarks/tables.py")
-        body = TABLES[name]()
+        else:
+            body = TABLES[name]()
         if body != m.group("body"):
             changed.append(name)
         return m.group(1) + body + m.group(4)

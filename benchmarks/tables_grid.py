@@ -12,8 +12,9 @@ from pathlib import Path
 from statistics import fmean
 
 from benchmarks.provenance import provenance_of
+from rolecall.grid.record_table import code_note, kept_note
+from rolecall.grid.record_table import detectable as seeds_detectable
 from rolecall.grid.tables import CLIFF_MARGIN  # a run's margin where its record does not give it
-from rolecall.rundir.sitting import describe
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
 MATCHED = (("problems", "equal problems"), ("generated_tokens", "equal generated tokens"),
@@ -98,16 +99,8 @@ DETECTABLE = ("\"detectable ≥\" is the smallest paired difference the seeds co
 
 
 def detectable(values: list[float]) -> float | None:
-    """The smallest paired difference these seeds could detect with 80 % power (rolecall compare's
-    statistics on a seeds-only table); None from one seed."""
-    import numpy as np
-
-    from rolecall.compare.stats import Table, answer
-
-    if len(values) < 2:
-        return None
-    d = np.asarray(values, dtype=float)[:, None]
-    return answer(Table(tuple(map(str, range(len(d)))), ("one",), d, np.zeros_like(d)), draws=200).mde
+    """The smallest paired difference these seeds could detect with 80 % power; None from one seed."""
+    return seeds_detectable(values)
 
 
 def interval(p: dict) -> str:
@@ -246,95 +239,6 @@ def real_interventions() -> str:
             f"intervals are 95 % t over the paired seeds; {DETECTABLE}\n")
 
 
-DAC = RESULT.with_name("real_search_answer.json")
-# (label in the grid, what the docs call the arm); the control is the grid's one-policy control
-DAC_ARMS = (("control", "one policy for both roles (the control)"), ("full", "full system (a policy per role)"),
-            ("no_abstain_signal", "abstention ablation"))
-# (validation key, column): the answer, then each role's part of it
-DAC_METRICS = (("search_answer/em", "EM"), ("search_answer/f1", "F1"),
-               ("search_answer/sufficiency_rate", "evidence sufficient (the searcher)"),
-               ("search_answer/em_when_sufficient", "EM when it sufficed (the generator)"))
-ABSTAIN = "search_answer/abstain_rate"
-
-
-def _dac_runs(doc: dict) -> dict[str, dict[str, dict]]:
-    """Finished runs by arm, then by seed label."""
-    out: dict[str, dict[str, dict]] = {}
-    for run in doc["runs"]:
-        labels = run.get("labels") or {}
-        arm = "control" if run["kind"] == "control" else labels.get("signal")
-        if run["status"] == "done" and arm and run.get("validations"):
-            out.setdefault(arm, {})[labels.get("seed", "")] = run
-    return out
-
-
-def _at(run: dict, key: str, i: int) -> float | None:
-    """`key` at the run's first (i = 0) or last (i = -1) validation."""
-    return run["validations"][i].get(key)
-
-
-def _most_abstained(runs: dict[str, dict]) -> str:
-    got = [(v[ABSTAIN], seed, v["step"]) for seed, r in runs.items() for v in r["validations"] if v.get(ABSTAIN) is not None]
-    if not got:
-        return "–"
-    rate, seed, step = max(got)
-    return f"{rate:.2f} ({seed}, step {step})"
-
-
-def dac_arms() -> str:
-    """Per arm of DAC's grid: seeds done, exact match and F1 from step 0 to the last validation,
-    the searcher's part (evidence that holds the answer) and the generator's (exact match when
-    it did), means over seeds with their ranges, and the most the generator abstained at any
-    validation step of any seed."""
-    if not DAC.is_file():
-        return "_No DAC grid recorded yet: `rolecall grid configs/grids/real_search_answer.yaml --record benchmarks/results/real_search_answer.json` runs it._\n"
-    doc = json.loads(DAC.read_text())
-    seeds = next((len(a["labels"]) for a in doc.get("axes") or [] if a.get("role") == "seed"), "?")
-    by_arm = _dac_runs(doc)
-    rows = ["| arm | seeds done | " + " | ".join(f"{label}: step 0 → last" for _, label in DAC_METRICS)
-            + " | most abstained at a validation |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
-    for arm, name in DAC_ARMS:
-        runs = by_arm.get(arm, {})
-        cols = [f"{spread([x for r in runs.values() if (x := _at(r, k, 0)) is not None])} → "
-                f"{spread([x for r in runs.values() if (x := _at(r, k, -1)) is not None])}" if runs else "–"
-                for k, _ in DAC_METRICS]
-        rows.append(f"| {name} | {len(runs)} of {seeds} | " + " | ".join(cols) + f" | {_most_abstained(runs)} |")
-    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Ranges are over seeds.\n"
-
-
-def _last(run: dict, key: str) -> float | None:
-    return _at(run, key, -1)
-
-
-def _gain(run: dict, key: str) -> float | None:
-    first, last = _at(run, key, 0), _at(run, key, -1)
-    return None if first is None or last is None else last - first
-
-
-def dac_paired() -> str:
-    """Each arm minus another at the last validation, paired by seed, with its 95 % t interval:
-    the full system and its ablation against the control and against each other, on the answer
-    and on each role's part of it; and the exact match each gained over its own step 0, since
-    the control starts from another warm start (one adapter for both roles) than the others."""
-    from rolecall.grid.matching import Paired
-
-    if not DAC.is_file():
-        return "_No DAC grid recorded yet._\n"
-    doc = json.loads(DAC.read_text())
-    by_arm = _dac_runs(doc)
-    names = dict(DAC_ARMS)
-    rows = ["| last validation, paired by seed | seeds paired | " + " | ".join(label for _, label in DAC_METRICS)
-            + " | EM gained over its own step 0 |", "|---|---|" + "---|" * (len(DAC_METRICS) + 1)]
-    for a, b in (("full", "control"), ("no_abstain_signal", "control"), ("full", "no_abstain_signal")):
-        pairs = [(r, by_arm[b][seed]) for seed, r in by_arm.get(a, {}).items() if seed in by_arm.get(b, {})]
-        readers = [(k, _last) for k, _ in DAC_METRICS] + [("search_answer/em", _gain)]
-        diffs = [[x - y for r, o in pairs if (x := read(r, k)) is not None and (y := read(o, k)) is not None]
-                 for k, read in readers]
-        rows.append(f"| {names[a]} − {names[b]} | {len(pairs)} | "
-                    + " | ".join(interval(Paired.of(d).as_dict()) for d in diffs) + " |")
-    return "\n".join(rows) + f"\n\nFrom {recorded(doc, DAC)}. Intervals are 95 % t over the paired seeds; {DETECTABLE}\n"
-
-
 def _note(doc: dict) -> str:
     cells = doc.get("cells") or {}
     state = ", ".join(f"{n} {k}" for k, n in cells.items() if n)
@@ -347,40 +251,4 @@ def recorded(doc: dict, path: Path, more: str = "") -> str:
     from an earlier record of the grid (its directory gone) with where those were recorded."""
     prov = provenance_of(doc)
     return (f"`benchmarks/results/{path.name}` (recorded {str(prov.get('date', '?'))[:10]} at commit "
-            f"{str(prov.get('commit', '?'))[:7]}{more}{_kept(doc)}{_code(doc)})")
-
-
-def _code(doc: dict) -> str:
-    """"; code: <cell> at <sha>, <cell> at <sha>, <sha> from step 31, ..." for the runs whose
-    directories stored which code wrote them (each start or resume: `summary.json`'s `sittings`),
-    then the finished runs that did not (pending and unfinished runs are left out: the record reads
-    no sittings of a run until it is done, and the tables show none of its numbers). The record's
-    own commit is its last writer's, while the runs of a grid can span commits."""
-    runs = doc.get("runs")
-    said, unknown = [], []
-    for run in runs if isinstance(runs, list) else []:
-        if run.get("status") in ("pending", "started"):  # not in the tables yet
-            continue
-        name = run.get("cell") or f"seed {run.get('seed', '?')}"
-        if code := describe(run.get("sittings") or []):
-            said.append(f"{name} at {code}")
-        else:
-            unknown.append(name)
-    if not said:
-        return ""
-    return f"; code: {', '.join(said)}" + (f"; no commit stored for {', '.join(unknown)}" if unknown else "")
-
-
-def _kept(doc: dict) -> str:
-    """"; kept from the record of <date> at commit <sha> (transformers <v>): <cells>" for each origin
-    of the runs a record kept from an earlier one (the grid records' earlier script or `deliberation.py --keep-from`),
-    named by grid cell or by seed; each run carries where it was first recorded. Records of other
-    shapes (runs by arm) keep none."""
-    runs = doc.get("runs")
-    origins: dict[str, list[str]] = {}
-    for run in runs if isinstance(runs, list) else []:
-        if was := run.get("kept_from"):
-            where = (f"{str(was.get('date', '?'))[:10]} at commit {str(was.get('commit', '?'))[:7]} "
-                     f"(transformers {(was.get('versions') or {}).get('transformers', '?')})")
-            origins.setdefault(where, []).append(run.get("cell") or f"seed {run.get('seed', '?')}")
-    return "".join(f"; kept from the record of {where}: {', '.join(names)}" for where, names in origins.items())
+            f"{str(prov.get('commit', '?'))[:7]}{more}{kept_note(doc)}{code_note(doc)})")

@@ -17,7 +17,7 @@ MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 80
 
 # Lowest first; a module may import its own layer and the layers below it, never above.
 LAYERS = [
-    {"errors", "types", "paths", "fsio", "yamldata", "parsing", "registry", "version"},  # plain data, files, lookup
+    {"errors", "types", "paths", "fsio", "yamldata", "parsing", "registry", "version", "tdist"},  # plain data, files, lookup
     {"schema", "tasks", "retrieval", "rewards", "advantages", "loss", "workflows", "metapolicy",
      "policies", "engines", "diagnostics", "rollout"},                                  # the pieces
     {"compose", "basemodel"},                                                           # putting pieces together

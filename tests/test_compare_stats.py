@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from rolecall.compare.stats import (Table, answer, bootstrap, cell_stats, components, make_table, mde_factor,
-                                    t_quantile, verdict_of)
+from rolecall.compare.stats import Table, answer, bootstrap, cell_stats, components, make_table
+from rolecall.tdist import mde_factor, t_quantile, verdict_of
 
 
 def _table(d, v=None) -> Table:

@@ -17,10 +17,23 @@ from benchmarks.tables import BLOCK, DOCUMENTS, TABLES, render  # noqa: E402
 def test_every_generated_table_matches_its_results(doc):
     text = doc.read_text()
     names = [m.group("name") for m in BLOCK.finditer(text)]
-    assert set(names) <= set(TABLES)
+    assert {n for n in names if not n.startswith("rolecall grid table ")} <= set(TABLES)
     assert names or doc != ROOT / "README.md"
     _, changed = render(text)
     assert changed == [], f"stale tables {changed} in {doc.name}: run python -m benchmarks.tables"
+
+
+def test_a_block_named_by_the_product_command_is_what_the_command_prints():
+    """A doc's table of a recorded grid is `rolecall grid table ...`'s own output, rendered in process."""
+    import subprocess
+
+    text = (ROOT / "README.md").read_text()
+    m = next(m for m in BLOCK.finditer(text) if m.group("name").startswith("rolecall grid table "))
+    words = m.group("name").split()
+    printed = subprocess.run([sys.executable, "-m", "rolecall", *words[1:]], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == m.group("body")
 
 
 def test_a_hand_edited_number_is_caught():
@@ -128,7 +141,7 @@ def test_learning_peak_counts_only_validations_within_the_budget(tmp_path, monke
 def test_every_rendered_table_names_its_result_file():
     from benchmarks import tables
 
-    for name in ("speed", "speed_notes", "compute_notes", "learning_current", "learning_older", "claims_debate", "claims_chain", "claims_deliberation"):
+    for name in ("speed", "speed_notes", "compute_notes", "learning_current", "learning_older", "claims_deliberation"):
         assert "benchmarks/results/" in " ".join(tables.TABLES[name]().split()), name
 
 
@@ -223,107 +236,6 @@ def test_role_gap_is_the_role_minus_its_best_trivial_rule():
         == pytest.approx(-0.05)
     assert role_gap({"eval_opt/evaluator_accuracy": 0.7, "eval_opt/rule_always_correct_acc": 0.6}) == pytest.approx(0.1)
     assert role_gap({"voting/selection_acc": 0.9}) is None and role_gap({}) is None  # no rule on the same episodes
-
-
-def test_the_dac_tables_pair_arms_by_seed_and_find_the_most_abstained_validation(tmp_path, monkeypatch):
-    """Each arm from step 0 to its last validation; the full system against the control and its
-    ablation paired by seed (a seed only one arm finished is not paired); the highest abstention
-    at any validation step, not only the last; an unfinished run is left out."""
-    from benchmarks import tables_grid
-
-    monkeypatch.setattr(tables_grid, "DAC", tmp_path / "real_search_answer.json")
-    assert "No DAC grid recorded yet" in tables_grid.dac_arms()
-
-    def run(kind, seed, em, abstain, signal=None, status="done"):
-        labels = {"seed": f"seed{seed}", **({"signal": signal} if signal else {})}
-        vals = [{"step": s, "search_answer/em": e, "search_answer/f1": e, "search_answer/sufficiency_rate": 0.9,
-                 "search_answer/em_when_sufficient": e, "search_answer/abstain_rate": a}
-                for s, e, a in zip((0, 10, 20), em, abstain)]
-        return {"kind": kind, "status": status, "labels": labels, "validations": vals}
-
-    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-29"},
-           "axes": [{"name": "signal", "role": "method", "labels": ["full", "no_abstain_signal"]},
-                    {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
-           "runs": [{"kind": "base", "status": "done", "labels": {}, "validations": []},
-                    run("control", 0, (0.4, 0.6, 0.8), (0.1, 0.0, 0.0)), run("control", 1, (0.5, 0.6, 0.6), (0.1, 0.0, 0.0)),
-                    run("run", 0, (0.5, 0.7, 0.9), (0.1, 0.6, 0.2), "full"), run("run", 1, (0.5, 0.7, 0.8), (0.1, 0.0, 0.0), "full"),
-                    run("run", 2, (0.5, 0.7, 0.9), (0.1, 0.0, 0.0), "full"),  # no control of seed 2 finished
-                    run("run", 0, (0.5, 0.5, 0.7), (0.1, 0.0, 0.0), "no_abstain_signal"),
-                    run("run", 1, (0.5, 0.5, 0.5), (0.9, 0.9, 0.9), "no_abstain_signal", status="started")]}
-    (tmp_path / "real_search_answer.json").write_text(json.dumps(doc))
-    arms = tables_grid.dac_arms()
-    assert "| full system (a policy per role) | 3 of 3 | 0.50 (0.50–0.50) → 0.87 (0.80–0.90) |" in arms
-    assert "| 0.60 (seed0, step 10) |" in arms          # the peak of abstention, not the last validation
-    assert "| abstention ablation | 1 of 3 | 0.50 → 0.70 |" in arms  # the started run is not counted
-    paired = tables_grid.dac_paired()
-    assert "| full system (a policy per role) − one policy for both roles (the control) | 2 | +0.15 [" in paired
-    assert "| full system (a policy per role) − abstention ablation | 1 | +0.20 (one seed, no interval) |" in paired
-    # gains over each run's own step 0: the full system's 0.4 and 0.3 against the control's 0.4 and 0.1
-    # 2 seeds: detectable = (t_0.975,1 + t_0.80,1) s / sqrt(2) = 14.082 x 0.09995 (from the interval's half-width)
-    assert paired.splitlines()[2].endswith("| +0.10 [-1.17, +1.37], detectable ≥ 1.41 |")
-    assert "recorded 2026-11-29 at commit abc1234" in arms
-
-
-def test_the_maporl_tables_pair_arms_by_seed_and_read_the_matrixs_control(tmp_path, monkeypatch):
-    """Each debate arm from step 0 to its last validation with its rounds and flips; the paper's
-    claim (co-trained − frozen peers) and each arm against the matrix's single-agent control,
-    paired by seed, at the last validation and at equal generated tokens (the cheaper run's total:
-    the control's, so the debate is read at its earlier validation); runs kept from an earlier
-    record are named with where they were recorded."""
-    from benchmarks import tables_debate
-
-    monkeypatch.setattr(tables_debate, "DEBATE", tmp_path / "real_debate.json")
-    monkeypatch.setattr(tables_debate, "MATRIX", tmp_path / "real_grid.json")
-    assert "No MAPoRL grid recorded yet" in tables_debate.maporl_arms()
-
-    def run(kind, seed, accs, tokens, training=None, status="done", rounds=(0.5, 0.6)):
-        curve = [{"problems": 16.0 * i, "generated_tokens": t, "wall_seconds": 10.0 * i, "accuracy": a}
-                 for i, (a, t) in enumerate(zip(accs, tokens))]
-        vals = [{"step": 10 * i, "accuracy": a, "debate/round0_acc": rounds[0], "debate/round1_acc": rounds[1],
-                 "debate/fixed": 0.1, "debate/broken": 0.05} for i, a in enumerate(accs)]
-        labels = {"seed": f"seed{seed}", **({"training": training} if training else {})}
-        return {"cell": f"{training or kind}-seed{seed}", "kind": kind, "status": status, "labels": labels,
-                "peak": max(accs), "curve": curve, **({"validations": vals} if training else {})}
-
-    deb = (0.0, 3000.0, 6000.0)  # a debate episode costs far more tokens than a single answer
-    doc = {"provenance": {"commit": "abc1234", "date": "2026-12-04"},
-           "axes": [{"name": "training", "role": "method", "labels": ["co_trained", "frozen_peers", "co_trained_plain"]},
-                    {"name": "seed", "role": "seed", "labels": ["seed0", "seed1", "seed2"]}],
-           "runs": [{**run("run", 0, (0.2, 0.5, 0.7), deb, "co_trained"),
-                     "kept_from": {"commit": "fedcba9", "date": "2026-12-01", "versions": {"transformers": "5.24.0"}}},
-                    {**run("run", 1, (0.2, 0.6, 0.6), deb, "co_trained"),
-                     "sittings": [{"step": 0, "rolecall": "0.1.0", "commit": "1111111" + "a" * 33, "dirty": False}]},
-                    {**run("run", 0, (0.2, 0.4, 0.5), deb, "frozen_peers"),  # resumed at step 31 on other code
-                     "sittings": [{"step": 0, "rolecall": "0.1.0", "commit": "2222222" + "b" * 33, "dirty": False},
-                                  {"step": 31, "rolecall": "0.1.0", "commit": "3333333" + "c" * 33, "dirty": True}]},
-                    run("run", 1, (0.2, 0.4, 0.3), deb, "frozen_peers"),
-                    run("run", 0, (0.2, 0.3, 0.3), deb, "co_trained_plain", status="started"),
-                    run("run", 1, (0.2, 0.3, 0.3), deb, "co_trained_plain", status="pending")]}
-    (tmp_path / "real_debate.json").write_text(json.dumps(doc))
-    matrix = {"runs": [run("control", s, (0.25, 0.5, 0.6), (0.0, 1000.0, 2000.0)) for s in (0, 1)]}
-    (tmp_path / "real_grid.json").write_text(json.dumps(matrix))
-    arms = tables_debate.maporl_arms()
-    assert ("| co-trained (every agent its own LoRA, incentives on) | 2 of 3 | 0.20 (0.20–0.20) → 0.65 (0.60–0.70) "
-            "| 0.65 (0.60–0.70) | 0.50 (0.50–0.50) → 0.60 (0.60–0.60) | 0.10 (0.10–0.10) / 0.05 (0.05–0.05) |") in arms
-    assert "| co-trained, incentives off | 0 of 3 | – → – | – | – | – |" in arms  # the started run is not counted
-    assert "| single-agent control (the matrix's) | 2 of 3 | 0.25 (0.25–0.25) → 0.60 (0.60–0.60) | 0.60 (0.60–0.60) | – | – |" in arms
-    assert "kept from the record of 2026-12-01 at commit fedcba9 (transformers 5.24.0): co_trained-seed0" in arms
-    # which code wrote each run, where its directory stored it (a resumed run may span commits)
-    assert ("; code: co_trained-seed1 at 1111111, frozen_peers-seed0 at 2222222, 3333333+ from step 31; "
-            "no commit stored for co_trained-seed0, frozen_peers-seed1)") in arms  # not the started or pending run
-    paired = {line.split(" | ")[0]: line for line in tables_debate.maporl_paired().splitlines() if line.startswith("| ")}
-    claim = paired["| co-trained (every agent its own LoRA, incentives on) − one agent trained beside two frozen base peers"]
-    # 0.70 - 0.50, 0.60 - 0.30: s = 0.0707, detectable = 14.082 x 0.0707 / sqrt(2) = 0.704
-    assert claim.split(" | ")[1:3] == ["2", "+0.25 [-0.39, +0.89], detectable ≥ 0.70"]
-    vs_control = paired["| co-trained (every agent its own LoRA, incentives on) − single-agent control (the matrix's)"]
-    # last validation and equal problems and time: 0.70 - 0.60, 0.60 - 0.60; at equal tokens (2000,
-    # the control's whole run) the debate is read at step 0, its last validation within them: 0.20 - 0.60
-    # each pair of seeds differs by 0.10 (s/sqrt(2) = 0.05): detectable 14.082 x 0.05 = 0.70; no spread: 0
-    d = ", detectable ≥ 0.70"
-    assert vs_control.split(" | ")[1:7] == ["2", "+0.05 [-0.59, +0.69]" + d, "+0.05 [-0.59, +0.69]" + d,
-                                           "-0.40 [-0.40, -0.40], detectable ≥ 0.00", "+0.05 [-0.59, +0.69]" + d,
-                                           "+0.10 [-0.54, +0.74]" + d + " |"]
-    assert "| co-trained, incentives off − single-agent control (the matrix's) | 0 | – |" in tables_debate.maporl_paired()
 
 
 def test_the_mpdf_tables_pair_the_trained_policy_by_seed_and_show_its_actions(tmp_path, monkeypatch):

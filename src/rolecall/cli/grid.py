@@ -178,6 +178,35 @@ def grid_record(
                   + (f" --long-controls {long_controls}" if long_controls else ""))
 
 
+@grid_app.command("table")
+def grid_table(
+    record: Path = typer.Argument(..., help="A grid's record (JSON), written by `rolecall grid --record` or "
+                                            "`rolecall grid record`."),
+    metric: list[str] = typer.Option(["accuracy"], "--metric", metavar="NAME",
+                                     help="A validation metric to show (repeatable): accuracy, or a `val/<name>` the "
+                                          "workflow logs, named without `val/`."),
+    pair: list[str] = typer.Option([], "--pair", metavar="A:B",
+                                   help="Two arms to compare paired by seed, A minus B (repeatable)."),
+    curve: bool = typer.Option(False, "--curve", help="Also the mean accuracy at every validation step."),
+    control_from: Optional[Path] = typer.Option(
+        None, "--control-from", metavar="RECORD",
+        help="Read the control arm from another grid's record (same task, problems and seeds)."),
+    only: Optional[str] = typer.Option(None, "--only", metavar="TABLES",
+                                       help="Comma-separated: arms, pairs, control (default: all)."),
+) -> None:
+    """Markdown tables of a recorded grid: every arm over seeds, the asked pairs with their interval and detectable
+    effect, and each method against the control where the grid had one."""
+    from rolecall.grid.record_table import PARTS, markdown, parse_pair, read, with_control_from
+
+    with as_user_errors():
+        doc = read(record)
+        if control_from is not None:
+            doc = with_control_from(doc, read(control_from), str(control_from))
+        text = markdown(doc, str(record), metrics=tuple(metric), pairs=[parse_pair(p) for p in pair], curve=curve,
+                        parts=tuple(only.split(",")) if only else PARTS)
+    sys.stdout.write(text)
+
+
 @grid_app.command("report")
 def grid_report(
     grid_dir: Path = typer.Argument(..., help="A grid directory written by `rolecall grid`."),
