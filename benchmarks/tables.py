@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
 from benchmarks.tables_deliberation import DELIBERATORS, mpdf_real, mpdf_real_actions  # noqa: E402
 from benchmarks.tables_grid import (  # noqa: E402
-    real_grid_cells, real_grid_matched, real_grid_role_shapes, real_grid_roles, real_interventions)
+    real_grid_role_shapes, real_grid_roles, real_interventions)
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -503,7 +503,7 @@ def real_memory() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "real_grid_cells": real_grid_cells, "real_grid_matched": real_grid_matched, "real_grid_roles": real_grid_roles,
+    "real_grid_roles": real_grid_roles,
     "real_grid_role_shapes": real_grid_role_shapes, "real_interventions": real_interventions,
     "mpdf_real": mpdf_real, "mpdf_real_actions": mpdf_real_actions,
     "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,

@@ -14,11 +14,8 @@ from statistics import fmean
 from benchmarks.provenance import provenance_of
 from rolecall.grid.record_table import code_note, kept_note
 from rolecall.grid.record_table import detectable as seeds_detectable
-from rolecall.grid.tables import CLIFF_MARGIN  # a run's margin where its record does not give it
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
-MATCHED = (("problems", "equal problems"), ("generated_tokens", "equal generated tokens"),
-           ("wall_seconds", "equal training time"))
 # (validation key, what the role is measured against, the trivial rules it is read against)
 ROLES = (("voting/selection_acc", "aggregator's pick", ("voting/rule_first_acc", "voting/rule_majority_acc")),
          ("eval_opt/evaluator_accuracy", "evaluator's verdict", ("eval_opt/rule_always_correct_acc",)))
@@ -71,29 +68,6 @@ def _missing(what: str) -> str:
     return f"_No {what} recorded yet: `rolecall grid configs/grids/real.yaml --record benchmarks/results/real_grid.json` runs the grid._\n"
 
 
-def real_grid_cells() -> str:
-    """Per cell: seeds finished, base, peak and final validation accuracy over seeds, the
-    deepest fall below an earlier peak and how many seeds fell by the cliff margin or more."""
-    doc = _doc()
-    if doc is None:
-        return _missing("grid")
-    rows = ["| cell | seeds done | step 0 | peak | final | deepest fall (step) | seeds with a cliff (≥ "
-            f"{CLIFF_MARGIN:.2f}) |", "|---|---|---|---|---|---|---|"]
-    for name, runs in _groups(doc).items():
-        done = [r for r in runs if r["status"] == "done"]
-        if runs[0]["kind"] == "base":
-            rows.append(f"| {name} | – | {spread([r['base'] for r in done if r['base'] is not None])} | – | – | – | – |")
-            continue
-        falls = [r for r in done if r.get("fall") is not None]
-        deepest = max(falls, key=lambda r: r["fall"], default=None)
-        fall = "–" if deepest is None else f"{deepest['fall']:.2f} (step {deepest['fall_step']})"
-        cliffs = sum(r["fall"] >= r.get("cliff_margin", CLIFF_MARGIN) - 1e-12 for r in falls)
-        rows.append(f"| {name} | {len(done)} of {len(runs)} | {spread([r['base'] for r in done])} | "
-                    f"{spread([r['peak'] for r in done])} | {spread([r['final'] for r in done])} | {fall} | "
-                    f"{cliffs} |")
-    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
-
-
 DETECTABLE = ("\"detectable ≥\" is the smallest paired difference the seeds could detect with 80 % power "
               "(rolecall.compare.stats).")
 
@@ -111,27 +85,6 @@ def interval(p: dict) -> str:
     mde = detectable(p.get("values") or [])
     tail = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else " (one seed, no interval)"
     return f"{p['mean']:+.2f}{tail}" + (f", detectable ≥ {mde:.2f}" if mde is not None else "")
-
-
-def real_grid_matched() -> str:
-    """Each multi-agent cell minus the control of the same seed at three matched costs, and
-    its peak over its own step 0: mean and 95 % t interval over the paired seeds."""
-    doc = _doc()
-    if doc is None or not doc.get("against_control"):
-        return _missing("comparison with the control")
-    rows = ["| cell | seeds paired | " + " | ".join(label for _, label in MATCHED) + " | peak − own step 0 |",
-            "|---|---|" + "---|" * (len(MATCHED) + 1)]
-    long = False
-    for c in doc["against_control"]:
-        name = " ".join(str(v) for v in c["method"]) or "run"
-        mark = lambda key: " ‡" if key in (c.get("long_control") or {}).get("matchings", ()) else ""  # noqa: E731
-        long = long or bool(c.get("long_control"))
-        rows.append(f"| {name} | {c['paired_with_control']} | "
-                    + " | ".join(interval(c[key]) + mark(key) for key, _ in MATCHED)
-                    + f" | {interval(c['peak_vs_own_base'])} |")
-    rows += ["", "‡: against the 1,200-step control of the same seed (configs/grids/real_long_control.yaml), "
-                 "trained past the cell's tokens and time; the other columns against the grid's 80-step control."] if long else []
-    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
 
 
 def real_grid_roles() -> str:

@@ -34,19 +34,19 @@ def _doc():
             "against_control": []}
 
 
-def test_arms_are_methods_and_the_control_by_seed_and_unfinished_runs_are_left_out():
+def test_arms_are_methods_the_control_and_the_base_by_seed_and_unfinished_runs_are_left_out():
     found = record_table.arms(_doc())
     assert {a: sorted(r) for a, r in found.items()} == {
-        "control": ["seed0", "seed1"], "full": ["seed0", "seed1", "seed2"], "ablation": ["seed0"]}
+        "base": ["-"], "control": ["seed0", "seed1"], "full": ["seed0", "seed1", "seed2"], "ablation": ["seed0"]}
 
 
 def test_the_arms_table_by_hand():
     text = record_table.arms_table(_doc(), ("search_answer/em",), curve=True)
     # full: last 0.9, 0.8, 0.9 -> mean 0.8667, sd 0.0577, t_0.975,2 = 4.303: half 0.1434
-    assert "| full | 3 | 0.500 → 0.867 [0.723, 1.010] | 0.867 [0.723, 1.010] | 0.000 [0.000, 0.000] " \
+    assert "| full | 3 | 0.500 → 0.867 [0.723, 1.010] | 0.867 [0.723, 1.010] | 0.000 [0.000, 0.000] | 0 " \
            "| 0.500 | 0.700 | 0.867 |" in text
-    # one seed: the mean alone; its fall 0.5 -> 0.4 is the largest between validations
-    assert "| ablation | 1 | 0.500 → 0.700 | 0.700 | 0.100 | 0.500 | 0.400 | 0.700 |" in text
+    # one seed: the mean alone; its fall 0.5 -> 0.4 below its step-0 peak reaches the 0.1 margin: a cliff
+    assert "| ablation | 1 | 0.500 → 0.700 | 0.700 | 0.100 | 1 | 0.500 | 0.400 | 0.700 |" in text
 
 
 def test_pairs_are_paired_by_seed_with_interval_detectable_effect_and_verdict():
@@ -140,3 +140,25 @@ def test_a_control_from_another_record_is_paired_at_equal_costs_and_the_note_nam
         record_table.markdown(both, "d.json", parts=("arms", "nope"))
     assert record_table.markdown(both, "d.json", pairs=[("co_trained", "control")], parts=("pairs",)).startswith(
         "| A − B, paired by seed |")
+
+
+def test_cliffs_are_falls_below_an_earlier_peak_and_long_controls_are_marked():
+    """A fall of 0.2 below an earlier peak is a cliff at the 0.1 margin, a dip of 0.05 is not; the
+    base model is evaluated, not trained; columns read against a longer control carry ‡."""
+    doc = _doc()
+    doc["runs"][3]["curve"] = [{"problems": 0.0, "accuracy": 0.5}, {"problems": 8.0, "accuracy": 0.9},
+                               {"problems": 16.0, "accuracy": 0.7}, {"problems": 24.0, "accuracy": 0.9}]
+    doc["runs"][0].update(validations=[{"step": 0, "accuracy": 0.3}], curve=[{"problems": 0.0, "accuracy": 0.3}])
+    assert record_table.deepest_fall(doc["runs"][3]) == pytest.approx(0.2)
+    assert record_table.deepest_fall({**doc["runs"][3], "fall": 0.05}) == 0.05  # the record's own, where it has one
+    text = record_table.arms_table(doc)
+    assert "| base | 1 | 0.300 → – | – | – | – |" in text
+    assert text.splitlines()[4].startswith("| full | 3 |") and text.splitlines()[4].endswith(" | 1 |")
+    ab = [0.1, 0.2]
+    doc["against_control"] = [{"setting": [], "method": ["full"], "paired_with_control": 2,
+                               **{m: {"values": ab} for m in ("problems", "generated_tokens", "wall_seconds",
+                                                               "peak_vs_own_base")},
+                               "long_control": {"paired": 2, "matchings": ["generated_tokens", "wall_seconds"]}}]
+    control = record_table.control_table(doc).splitlines()
+    assert control[2].split(" | ")[2].endswith("cannot tell") and control[2].split(" | ")[3].endswith(" ‡")
+    assert control[-1].startswith("‡: against the longer control of the same seed")

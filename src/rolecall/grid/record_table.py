@@ -3,8 +3,9 @@ show of every recorded grid, rendered from the record alone.
 
 - **Arms**: per arm (a method, or the single-agent control), the seeds done and, for each asked
   metric (a validation metric: `accuracy`, or any `val/<name>` the workflow logs), its mean at
-  step 0 and at the last validation with the 95 % t interval over seeds; the peak and the largest
-  fall between two validations of accuracy; with `curve`, the mean accuracy at every validation.
+  step 0 and at the last validation with the 95 % t interval over seeds; accuracy's peak, its
+  deepest fall below an earlier peak and how many seeds fell by their cliff margin; with `curve`,
+  the mean accuracy at every validation.
 - **Paired**: each asked pair of arms, A − B paired by seed, for each metric at the last
   validation, and the first metric's gain over each run's own step 0: the mean, its 95 % t
   interval, the smallest difference the seeds could detect with 80 % power, and what the interval
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from rolecall.tdist import mde_factor, verdict_of
 from rolecall.grid import matching
-from rolecall.grid.record import largest_drop
+from rolecall.grid.tables import CLIFF_MARGIN  # a run's margin where its record does not give it
 from rolecall.rundir.sitting import describe
 
 CONTROL = "control"  # the arm name of the grid's single-agent control
@@ -34,32 +35,54 @@ MATCHED = {"problems": "equal problems", "generated_tokens": "equal generated to
 NOTE_WIDTH = 95  # the docs' prose width, so a rendered note reads like the text around it
 
 
+# kind -> the arm's last label (a run of a method has its method's labels alone)
+KIND_LABELS = {"run": None, CONTROL: CONTROL, "long_control": "long_control", "base": "base"}
+
+
 def arms(doc: dict) -> dict[str, dict[str, dict]]:
     """Every finished run, keyed by its arm (its setting and method labels joined by `-`; the
-    single-agent control is `control`, after its setting's labels) and then by its seed label."""
+    single-agent control is `control`, a longer one `long_control`, the untrained base model's
+    evaluation `base`, each after its setting's labels) and then by its seed label."""
     named = [a["name"] for a in doc.get("axes") or [] if a.get("role") != "seed"]
     seed_axes = [a["name"] for a in doc.get("axes") or [] if a.get("role") == "seed"]
     out: dict[str, dict[str, dict]] = {}
     for r in doc["runs"]:
-        if r["status"] != "done" or r["kind"] not in ("run", CONTROL):
+        if r["status"] != "done" or r["kind"] not in KIND_LABELS:
             continue
-        labels = [r["labels"][a] for a in named if r["labels"].get(a)] + ([CONTROL] if r["kind"] == CONTROL else [])
+        kind = KIND_LABELS[r["kind"]]
+        labels = [r["labels"][a] for a in named if r["labels"].get(a)] + ([kind] if kind else [])
         out.setdefault("-".join(labels) or "run", {})["-".join(r["labels"].get(a, "") for a in seed_axes) or "-"] = r
     return out
 
 
 def validations(run: dict) -> list[dict]:
-    """The run's validations; a record written before they were kept has accuracy on its curve alone."""
+    """The run's validations. A record written before they were kept has accuracy on its curve and
+    the workflow's metrics at the last validation alone."""
     if "validations" in run:
         return run["validations"]
-    return [{"step": 0 if c.get("problems") == 0 else None, "accuracy": c["accuracy"]} for c in run["curve"]]
+    vals = [{"step": 0 if c.get("problems") == 0 else None, "accuracy": c["accuracy"]} for c in run["curve"]]
+    if vals:
+        vals[-1].update(run.get("rules_at_last_validation") or {})
+    return vals
+
+
+def deepest_fall(run: dict) -> float:
+    """The deepest fall of validation accuracy below an earlier peak (a cliff when it reaches the
+    run's `alarms.cliff_margin`): the record's own where it has one."""
+    if isinstance(run.get("fall"), (int, float)):
+        return run["fall"]
+    peak, fall = -math.inf, 0.0
+    for p in run["curve"]:
+        peak = max(peak, p["accuracy"])
+        fall = max(fall, peak - p["accuracy"])
+    return fall
 
 
 def value(run: dict, metric: str, at: str) -> float | None:
     """`metric` of one run at step 0 (`base`), its last validation (`last`) or its best (`peak`);
-    `drop` is accuracy's largest fall between two validations. None where the run never logged it."""
-    if at == "drop":
-        return largest_drop(run["curve"])
+    `fall` is accuracy's deepest fall below an earlier peak. None where the run never logged it."""
+    if at == "fall":
+        return deepest_fall(run)
     vals = validations(run)
     got = [v[metric] for v in vals if isinstance(v.get(metric), (int, float))]
     if at == "base":
@@ -103,21 +126,27 @@ def _row(cells: list) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _cliffs(runs: dict[str, dict]) -> int:
+    return sum(deepest_fall(r) >= (r.get("cliff_margin") or CLIFF_MARGIN) - 1e-12 for r in runs.values())
+
+
 def arms_table(doc: dict, metrics: tuple[str, ...] = ("accuracy",), curve: bool = False) -> str:
     found = arms(doc)
     steps = sorted({v["step"] for runs in found.values() for r in runs.values() for v in validations(r)
                     if v["step"] is not None})
     head = ["arm", "seeds", *(f"{m}: step 0 → last, mean [95 % CI]" for m in metrics),
-            "peak accuracy, mean [95 % CI]", "largest fall, mean [95 % CI]",
-            *((f"step {s}" for s in steps) if curve else ())]
+            "peak accuracy, mean [95 % CI]", "deepest fall below an earlier peak, mean [95 % CI]",
+            "seeds with a cliff", *((f"step {s}" for s in steps) if curve else ())]
     rows = [_row(head), "|---" * len(head) + "|"]
     for arm, runs in found.items():
         cells = [arm, len(runs)]
+        trained = not all(r["kind"] == "base" for r in runs.values())  # the base model is evaluated, not trained
         for m in metrics:
             base = _values(runs, m, "base")
-            cells.append(f"{statistics.fmean(base):.3f} → " if base else "– → ")
-            cells[-1] += mean_ci(_values(runs, m, "last"))
-        cells += [mean_ci(_values(runs, "accuracy", "peak")), mean_ci(_values(runs, "accuracy", "drop"))]
+            cells.append((f"{statistics.fmean(base):.3f} → " if base else "– → ")
+                         + (mean_ci(_values(runs, m, "last")) if trained else "–"))
+        cells += [mean_ci(_values(runs, "accuracy", "peak")), mean_ci(_values(runs, "accuracy", "fall")),
+                  _cliffs(runs)] if trained else ["–", "–", "–"]
         for s in steps if curve else ():
             accs = [v["accuracy"] for r in runs.values() for v in validations(r) if v["step"] == s]
             cells.append(f"{statistics.fmean(accs):.3f}" if accs else "–")
@@ -167,29 +196,37 @@ def matched_values(doc: dict, a: str, b: str, cost: str) -> list[float]:
 
 def paired_table(doc: dict, pairs: list[tuple[str, str]], metrics: tuple[str, ...] = ("accuracy",)) -> str:
     head = ["A − B, paired by seed", "seeds", *(f"{m} at the last validation" for m in metrics),
-            *(f"accuracy at {MATCHED[c]}" for c in matching.MATCHINGS), "largest fall",
+            *(f"accuracy at {MATCHED[c]}" for c in matching.MATCHINGS), "deepest fall",
             f"{metrics[0]} gained over its own step 0"]
     rows = [_row(head), "|---" * len(head) + "|"]
     for a, b in pairs:
         diffs = [paired_values(doc, a, b, m) for m in metrics]
         rows.append(_row([f"{a} − {b}", len(diffs[0]), *map(difference, diffs),
                           *(difference(matched_values(doc, a, b, c)) for c in matching.MATCHINGS),
-                          difference(paired_values(doc, a, b, "accuracy", "drop")),
+                          difference(paired_values(doc, a, b, "accuracy", "fall")),
                           difference(paired_values(doc, a, b, metrics[0], "gain"))]))
     return "\n".join(rows) + "\n"
 
 
 def control_table(doc: dict) -> str:
     """Each method minus the control of the same seed at the three matched costs, from the record's
-    `against_control` (what `rolecall grid` computed when it recorded the grid)."""
+    `against_control` (what `rolecall grid` computed when it recorded the grid); ‡ marks a column
+    read against the longer control (`--long-controls`)."""
     head = ["method − control", "seeds paired", *(MATCHED[m] for m in matching.MATCHINGS),
             "peak over its own step 0"]
-    rows = [_row(head), "|---" * len(head) + "|"]
+    rows, long = [_row(head), "|---" * len(head) + "|"], False
     for c in (c for c in doc.get("against_control") or [] if c["paired_with_control"]):
         name = "-".join([*c["setting"], *c["method"]]) or "run"
+        longer = (c.get("long_control") or {}).get("matchings") or ()
+        long = long or bool(longer)
         rows.append(_row([name, c["paired_with_control"],
-                          *(difference(c[m]["values"]) for m in (*matching.MATCHINGS, "peak_vs_own_base"))]))
-    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+                          *(difference(c[m]["values"]) + (" ‡" if m in longer else "") for m in matching.MATCHINGS),
+                          difference(c["peak_vs_own_base"]["values"])]))
+    if len(rows) == 2:
+        return ""
+    foot = ["", "‡: against the longer control of the same seed (the record's `long_control` runs), trained past "
+                "the cell's tokens and time; the other columns against the grid's own control."] if long else []
+    return "\n".join(rows + foot) + "\n"
 
 
 def _runs(doc: dict) -> list[dict]:
