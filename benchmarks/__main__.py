@@ -21,12 +21,11 @@ SPEED = ("run", "compute", "compute_peers", "trl_compare", "comlrl_compare", "sc
          "diagnostics_overhead", "shared_machine", "ray_rollout", "grid_cpu", "real_speed", "real_peers",
          "real_precision_speed")
 MEMORY = ("real_memory",)
-EXPERIMENTS = ("learning", "deliberation", "heterogeneous", "user_workflow", "collaboration_game",
+EXPERIMENTS = ("deliberation", "heterogeneous",
                "search_answer", "real_learning", "real_interventions", "real_precision",
                "real_warm_start")
-HELPERS = ("__init__", "__main__", "provenance", "compute_model", "policy_sharing", "comlrl_arm", "tables",
+HELPERS = ("__init__", "__main__", "provenance", "children", "compute_model", "policy_sharing", "comlrl_arm", "tables",
            "tables_grid", "tables_deliberation",
-           "held_out_workflows",  # workflows in wordings the embedded model never saw (user_workflow)
            "vllm_check")  # run by vllm_cpu.sh, in a venv of its own
 BENCHMARKS = {**{n: "speed" for n in SPEED}, **{n: "memory" for n in MEMORY},
               **{n: "experiment" for n in EXPERIMENTS}}

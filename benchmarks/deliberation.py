@@ -35,7 +35,7 @@ from statistics import fmean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.provenance import origin, write_result  # noqa: E402
-from benchmarks.learning import CONFIGS, HERE, clear_own, run_child  # noqa: E402
+from benchmarks.children import CONFIGS, HERE, clear_own, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "deliberation.json"
 PLOT = HERE.parent / "docs" / "img" / "deliberation_actions.svg"

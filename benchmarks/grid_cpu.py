@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.learning import HERE, run_child  # noqa: E402
+from benchmarks.children import HERE, run_child  # noqa: E402
 from benchmarks.provenance import write_result  # noqa: E402
 
 GRID = HERE.parent / "configs" / "grids" / "cpu.yaml"

@@ -30,7 +30,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.learning import HERE, run_child  # noqa: E402  (after the path fix above)
+from benchmarks.children import HERE, run_child  # noqa: E402  (after the path fix above)
 from benchmarks.provenance import write_result  # noqa: E402
 from rolecall.grid.record import run_record  # noqa: E402
 

@@ -28,7 +28,7 @@ from statistics import fmean, stdev
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.learning import run_child  # noqa: E402  (after the path fix above)
+from benchmarks.children import run_child  # noqa: E402  (after the path fix above)
 from benchmarks.provenance import provenance, write_result  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

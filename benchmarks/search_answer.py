@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.provenance import write_result  # noqa: E402
-from benchmarks.learning import CONFIGS, HERE, run_child  # noqa: E402
+from benchmarks.children import CONFIGS, HERE, run_child  # noqa: E402
 
 RESULT = HERE / "results" / "search_answer.json"
 ARMS = {"full": [], "no_abstain_signal": ["workflow.options.abstain_signal=false"]}

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import latest, provenance_of  # noqa: E402  (after the path fix above)
 from benchmarks.tables_deliberation import DELIBERATORS, mpdf_real, mpdf_real_actions  # noqa: E402
 from benchmarks.tables_grid import (  # noqa: E402
-    real_grid_role_shapes, real_grid_roles, real_interventions)
+    real_grid_role_shapes, real_interventions)
 
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -259,72 +259,6 @@ def compute_notes() -> str:
     return _note(text) + "\n"
 
 
-# Which runs of learning.json each table shows, by the base weights they started from, and the
-# words next to each workflow's name (the file holds the rest).
-LEARNING_CURRENT_WEIGHTS = "864ee2495cd695d0"
-LEARNING_OLDER_WEIGHTS = "ddb0a3ec67d54381"
-LEARNING_LABELS = {"chain": "agent-wise", "two_solvers": "a user's wording"}
-LEARNING_ORDER = ["single", "voting", "eval_opt", "orch_workers", "debate", "chain", "two_solvers"]
-HELD_OUT = "benchmarks.held_out_workflows:"
-
-
-def _learning_rows(weights: str) -> str:
-    doc = _load("learning.json")
-    runs = [r for r in doc["runs"].values() if r.get("base_weights") == weights]
-    order = {wf: i for i, wf in enumerate(LEARNING_ORDER)}  # held-out workflows last, in the file's order
-    runs.sort(key=lambda r: (order.get(r["workflow"], len(order)), r["routing"] != "isolated"))
-    budgets = {r["budget_s"] for r in runs}
-    if len(budgets) != 1:
-        raise ValueError(f"learning.json runs on {weights} have budgets {budgets}; one table needs one")
-    budget_s = budgets.pop()
-    budget = f"≤ {budget_s / 60:g} min"
-    rows = ["| workflow | routing | optimizer steps / iteration | step 0 (base) | step 10 "
-            f"| peak {budget} (step) | last validation {budget} (step, min) | gain | wall time |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    notes = []
-    for r in runs:
-        wf = r["workflow"]
-        name = wf.removeprefix(HELD_OUT)
-        words = ["held out"] if wf.startswith(HELD_OUT) else [LEARNING_LABELS[wf]] if wf in LEARNING_LABELS else []
-        words += [f"`{m}`" for m in re.findall(r"train\.steps=\d+", r["command"])]
-        label = f"{name} ({', '.join(words)})" if words else name
-        opt = r["optimizer_steps_per_iteration"]
-        one_role = wf == "single" and len(opt) == 1
-        routing = "(one role)" if one_role else r["routing"].capitalize()
-        curve = r["val_curve"]
-        within = [v for v in curve if v["elapsed_s"] <= r["budget_s"]]
-        peak = max(v["accuracy"] for v in within)
-        peak_step = next(v["step"] for v in within if v["accuracy"] == peak)
-        step10 = next((f"{v['accuracy']:.3f}" for v in within if v["step"] == 10), "—")
-        last = r["final_within_budget"]
-        rows.append(f"| {label} | {routing} | {', '.join(f'{k} {v}' for k, v in sorted(opt.items()))} "
-                    f"| {r['base_accuracy']:.3f} | {step10} | {peak:.3f} ({peak_step}) "
-                    f"| {last['accuracy']:.3f} ({last['step']}, {last['elapsed_s'] / 60:.1f}) "
-                    f"| {r['gain_points']:+.1f} | {r['wall_s'] / 60:.1f} min |")
-        past = [v for v in curve if v["elapsed_s"] > r["budget_s"]]
-        if past:
-            notes.append(f"{name} {r['routing'].capitalize()} ran on past the {budget_s / 60:g}-minute budget; its "
-                         "later validations are left out of the peak and the last validation: "
-                         + ", ".join(f"{v['accuracy']:.3f} at step {v['step']} ({v['elapsed_s'] / 60:.1f} min)"
-                                     for v in past))
-    rows.append("")
-    rows.append(_note("".join(f"{n}. " for n in notes)
-                      + f"From `benchmarks/results/learning.json`: base weights `{weights}` recorded per run; the runs "
-                      f"record no date or commit of their own (the file's date, {doc['machine']['date']}, is its last "
-                      f"write; {doc['machine']['cpus']} CPUs, torch {doc['machine']['torch']})."))
-    return "\n".join(rows) + "\n"
-
-
-def learning_current() -> str:
-    """learning.json's runs on the current embedded model."""
-    return _learning_rows(LEARNING_CURRENT_WEIGHTS)
-
-
-def learning_older() -> str:
-    """learning.json's runs on an older embedded model (every shipped workflow, both routings)."""
-    return _learning_rows(LEARNING_OLDER_WEIGHTS)
-
-
 def _weights_note(runs: list[dict], file: str, date: str | None = None) -> str:
     weights = sorted({r.get("base_weights") or "not recorded" for r in runs})
     recorded = f"recorded {date}, " if date else ""
@@ -503,12 +437,10 @@ def real_memory() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "real_grid_roles": real_grid_roles,
     "real_grid_role_shapes": real_grid_role_shapes, "real_interventions": real_interventions,
     "mpdf_real": mpdf_real, "mpdf_real_actions": mpdf_real_actions,
     "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
-    "learning_current": learning_current, "learning_older": learning_older,
     "claims_deliberation": claims_deliberation}
 
 

@@ -87,27 +87,6 @@ def interval(p: dict) -> str:
     return f"{p['mean']:+.2f}{tail}" + (f", detectable ≥ {mde:.2f}" if mde is not None else "")
 
 
-def real_grid_roles() -> str:
-    """The selecting and judging roles at each run's last validation against the trivial rules
-    on the same episodes, means over seeds."""
-    doc = _doc()
-    if doc is None:
-        return _missing("grid")
-    rows = ["| cell | role | the role | trivial rules on the same episodes |", "|---|---|---|---|"]
-    for name, runs in _groups(doc).items():
-        last = [r.get("rules_at_last_validation") or {} for r in runs if r["status"] == "done"]
-        for key, role, rules in ROLES:
-            got = [m[key] for m in last if m.get(key) is not None]
-            if not got:
-                continue
-            rule_text = ", ".join(f"{RULE_NAMES[k]} {spread([m[k] for m in last if m.get(k) is not None])}"
-                                  for k in rules)
-            rows.append(f"| {name} | {role} | {spread(got)} | {rule_text} |")
-    if len(rows) == 2:
-        return _missing("selecting or judging role")
-    return "\n".join(rows) + "\n\n" + _note(doc) + "\n"
-
-
 def _shape_of(run: dict, role: str, key: str, i: int) -> float | None:
     """`role_shapes[role][key][i]` (0: first ten steps, 1: last ten) of a finished run, else None."""
     if run["status"] != "done":

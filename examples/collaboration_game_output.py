@@ -2,9 +2,15 @@
 compact JSON and the summary table. Plain Python, no numpy."""
 from __future__ import annotations
 
+import copy
 import json
 import math
+import platform
 import re
+import shlex
+import sys
+import time
+from importlib.metadata import version
 from pathlib import Path
 
 # -- the plot -------------------------------------------------------------------------------------
@@ -93,3 +99,32 @@ def summary_table(results: dict) -> str:
         lines.append(f"| {name} | {c['mean']:.3f} ± {c['std']:.3f} | {c['min']:.3f}..{c['max']:.3f} "
                      f"| {r['mean']:.3f} |")
     return "\n".join(lines)
+
+
+CURVE_EVERY = 5  # iterations between a record's curve points; the figure uses every iteration
+
+
+def thin_curves(results: dict) -> None:
+    """Keep every CURVE_EVERY-th point (and the last) of each curve, with its iteration number."""
+    for arm in results["arms"].values():
+        n = len(arm["curves"]["collab_rate"]["mean"])
+        keep = sorted({*range(0, n, CURVE_EVERY), n - 1})
+        for series in arm["curves"].values():
+            for stat in series:
+                series[stat] = [series[stat][i] for i in keep]
+        arm["curves"]["iteration"] = keep
+
+
+def write_record(results: dict, path: Path) -> None:
+    """The result as recorded: curves thinned, with its provenance (rolecall's code, numpy, the
+    machine, the date and the command as typed)."""
+    from rolecall.rundir.sitting import code_version, machine  # the game runs without rolecall; a record names it
+
+    doc = copy.deepcopy(results)
+    thin_curves(doc)
+    doc["provenance"] = {"code": code_version(), "versions": {"numpy": version("numpy"),
+                                                             "python": platform.python_version()},
+                         "machine": machine(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                         "command": shlex.join(["python", *getattr(sys, "orig_argv", sys.argv)[1:]])}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(doc) + "\n")

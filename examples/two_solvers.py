@@ -4,7 +4,7 @@ Written the way a new user would, in their own words: none of these sentences is
 prompt or in the embedded model's pretraining data (tests/test_wordings.py checks that),
 though after this workflow was first measured the pretraining wordings were extended to
 cover its style (a format said in words, "First:"/"Second:" labels); the workflows in
-benchmarks/held_out_workflows.py are the ones kept out entirely. It is built only from
+examples/held_out_workflows.py are the ones kept out entirely. It is built only from
 generic role functions: solve, revise after reading a peer's answer, pick 1 or 2.
 
     rolecall train workflow.name=examples.two_solvers:TwoSolvers routing=isolated --steps 30

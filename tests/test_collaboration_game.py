@@ -141,3 +141,23 @@ def test_experiment_writes_a_standalone_svg(tmp_path):
     root = ET.parse(path).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 2 * 5  # two panels, five arms
+
+
+def test_the_recorded_command_runs_at_smoke_size_and_writes_a_record_with_provenance(tmp_path):
+    """The command benchmarks/results/README.md names for collaboration_game.json, at smoke size."""
+    import json
+    import subprocess
+
+    record, figure = tmp_path / "r.json", tmp_path / "f.svg"
+    done = subprocess.run([sys.executable, "examples/collaboration_game.py", "--seeds", "0", "--iterations", "10",
+                           "--record", str(record), "--figure", str(figure)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(record.read_text())
+    assert doc["arms"]["co-trained pair"]["curves"]["iteration"] == [0, 5, 9]  # thinned, the last kept
+    assert doc["provenance"]["command"].startswith("python examples/collaboration_game.py --seeds 0")
+    assert {"code", "versions", "machine", "date"} <= set(doc["provenance"])
+    assert ET.parse(figure).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    nowhere = subprocess.run([sys.executable, "examples/collaboration_game.py"], cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+    assert nowhere.returncode == 2 and "say where to write" in nowhere.stderr

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.deliberation import (  # noqa: E402
     PLOT, RESULT, SEED_RECORD, check_kept, keep_from, outputs, paired_with_trained, run_seeds, summary)
-from benchmarks.learning import clear_own  # noqa: E402
+from benchmarks.children import clear_own  # noqa: E402
 
 
 def _run(**acc):
@@ -44,7 +44,7 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
 
 
 def test_another_config_never_overwrites_the_example_record(tmp_path):
-    from benchmarks.learning import CONFIGS
+    from benchmarks.children import CONFIGS
     assert outputs(CONFIGS / "deliberation.yaml", None, None) == (RESULT, PLOT)
     result, plot = outputs(Path("configs/real/smollm2-deliberation.yaml"), None, None)
     assert result.name == "deliberation_smollm2-deliberation.json" and result.parent == RESULT.parent

@@ -41,12 +41,15 @@ def test_arms_are_methods_the_control_and_the_base_by_seed_and_unfinished_runs_a
 
 
 def test_the_arms_table_by_hand():
-    text = record_table.arms_table(_doc(), ("search_answer/em",), curve=True)
+    text = record_table.arms_table(_doc(), ("search_answer/em", "accuracy"), curve=True)
     # full: last 0.9, 0.8, 0.9 -> mean 0.8667, sd 0.0577, t_0.975,2 = 4.303: half 0.1434
-    assert "| full | 3 | 0.500 → 0.867 [0.723, 1.010] | 0.867 [0.723, 1.010] | 0.000 [0.000, 0.000] | 0 " \
+    full = "0.500 → 0.867 [0.723, 1.010]"
+    assert f"| full | 3 | {full} | {full} | 0.867 [0.723, 1.010] | 0.000 [0.000, 0.000] | 0 | – " \
            "| 0.500 | 0.700 | 0.867 |" in text
     # one seed: the mean alone; its fall 0.5 -> 0.4 below its step-0 peak reaches the 0.1 margin: a cliff
-    assert "| ablation | 1 | 0.500 → 0.700 | 0.700 | 0.100 | 1 | 0.500 | 0.400 | 0.700 |" in text
+    assert "| ablation | 1 | 0.500 → 0.700 | 0.500 → 0.700 | 0.700 | 0.100 | 1 | – | 0.500 | 0.400 | 0.700 |" in text
+    # without accuracy asked, what accuracy did is not shown
+    assert "peak accuracy" not in record_table.arms_table(_doc(), ("search_answer/em",))
 
 
 def test_pairs_are_paired_by_seed_with_interval_detectable_effect_and_verdict():
@@ -152,8 +155,8 @@ def test_cliffs_are_falls_below_an_earlier_peak_and_long_controls_are_marked():
     assert record_table.deepest_fall(doc["runs"][3]) == pytest.approx(0.2)
     assert record_table.deepest_fall({**doc["runs"][3], "fall": 0.05}) == 0.05  # the record's own, where it has one
     text = record_table.arms_table(doc)
-    assert "| base | 1 | 0.300 → – | – | – | – |" in text
-    assert text.splitlines()[4].startswith("| full | 3 |") and text.splitlines()[4].endswith(" | 1 |")
+    assert "| base | 1 | 0.300 → – | – | – | – | – |" in text
+    assert text.splitlines()[4].startswith("| full | 3 |") and text.splitlines()[4].endswith(" | 1 | – |")
     ab = [0.1, 0.2]
     doc["against_control"] = [{"setting": [], "method": ["full"], "paired_with_control": 2,
                                **{m: {"values": ab} for m in ("problems", "generated_tokens", "wall_seconds",
@@ -162,3 +165,21 @@ def test_cliffs_are_falls_below_an_earlier_peak_and_long_controls_are_marked():
     control = record_table.control_table(doc).splitlines()
     assert control[2].split(" | ")[2].endswith("cannot tell") and control[2].split(" | ")[3].endswith(" ‡")
     assert control[-1].startswith("‡: against the longer control of the same seed")
+
+
+def test_a_record_without_validations_reads_its_curve_and_last_rules_and_arms_without_the_metrics_are_left_out():
+    """Records written before each validation was kept hold accuracy on the curve and the workflow's
+    metrics at the last validation only: a selecting role is read beside its trivial rules there."""
+    def run(kind, seed, accs, rules=None, **labels):
+        return {"cell": f"{kind}-{seed}", "kind": kind, "status": "done", "labels": {**labels, "seed": f"seed{seed}"},
+                "curve": [{"problems": 4.0 * i, "accuracy": a} for i, a in enumerate(accs)],
+                "rules_at_last_validation": rules or {}}
+
+    rules = {"voting/selection_acc": 0.40, "voting/rule_first_acc": 0.38}
+    doc = {"axes": [{"name": "workflow", "role": "method", "labels": ["voting"]},
+                    {"name": "seed", "role": "seed", "labels": ["seed0", "seed1"]}],
+           "runs": [run("control", 0, (0.2, 0.7)), run("run", 0, (0.3, 0.6), rules, workflow="voting"),
+                    run("run", 1, (0.3, 0.5), rules, workflow="voting")]}
+    text = record_table.arms_table(doc, ("voting/selection_acc", "voting/rule_first_acc"))
+    assert text.splitlines()[2:] == ["| voting | 2 | – → 0.400 [0.400, 0.400] | – → 0.380 [0.380, 0.380] |"]
+    assert "| voting | 2 | 0.300 → 0.550 [-0.085, 1.185] |" in record_table.arms_table(doc)

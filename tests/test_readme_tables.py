@@ -111,66 +111,11 @@ def test_the_speed_table_shows_the_newest_run_and_a_same_day_rerun_is_newer(tmp_
     assert tables.speed_file() == "2026-11-28_2.json"
 
 
-def _learning_doc(val_curve, budget_s=900.0):
-    within = [v for v in val_curve if v["elapsed_s"] <= budget_s]
-    return {"machine": {"cpus": 2, "torch": "x", "date": "2026-01-01"},
-            "runs": {"orch_workers-shared": {
-                "workflow": "orch_workers", "routing": "shared", "command": "rolecall train train.steps=60",
-                "wall_s": val_curve[-1]["elapsed_s"] + 4, "base_weights": "w",
-                "optimizer_steps_per_iteration": {"shared": 5},
-                "val_curve": val_curve, "base_accuracy": val_curve[0]["accuracy"], "budget_s": budget_s,
-                "final_within_budget": within[-1],
-                "gain_points": round(100 * (within[-1]["accuracy"] - val_curve[0]["accuracy"]), 1)}}}
-
-
-def test_learning_peak_counts_only_validations_within_the_budget(tmp_path, monkeypatch):
-    import json
-
-    from benchmarks import tables
-
-    curve = [{"step": 0, "elapsed_s": 20.0, "accuracy": 0.25}, {"step": 10, "elapsed_s": 400.0, "accuracy": 0.405},
-             {"step": 20, "elapsed_s": 800.0, "accuracy": 0.53}, {"step": 30, "elapsed_s": 960.0, "accuracy": 0.6}]
-    (tmp_path / "learning.json").write_text(json.dumps(_learning_doc(curve)))
-    monkeypatch.setattr(tables, "RESULTS", tmp_path)
-    out = tables._learning_rows("w")
-    row = next(line for line in out.splitlines() if line.startswith("| orch_workers"))
-    assert "| 0.530 (20) | 0.530 (20, 13.3) |" in row and "0.600 (30)" not in row
-    assert "0.600 at step 30 (16.0 min)" in " ".join(out.split())  # the left-out validation is named under the table
-
-
 def test_every_rendered_table_names_its_result_file():
     from benchmarks import tables
 
-    for name in ("speed", "speed_notes", "compute_notes", "learning_current", "learning_older", "claims_deliberation"):
+    for name in ("speed", "speed_notes", "compute_notes", "claims_deliberation"):
         assert "benchmarks/results/" in " ".join(tables.TABLES[name]().split()), name
-
-
-def test_the_role_table_shows_each_role_beside_its_trivial_rules(tmp_path, monkeypatch):
-    """A selecting role is shown next to its trivial rules; a grid not yet run says so instead of failing."""
-    from benchmarks import tables_grid
-
-    monkeypatch.setattr(tables_grid, "RESULT", tmp_path / "real_grid.json")
-    assert "No grid recorded yet" in tables_grid.real_grid_roles()
-
-    def run(kind, seed, base, peak, final, fall, rules=None, **labels):
-        return {"cell": f"{kind}-{seed}", "kind": kind, "status": "done", "labels": {**labels, "seed": f"seed{seed}"},
-                "base": base, "peak": peak, "final": final, "fall": fall, "fall_step": 40,
-                "rules_at_last_validation": rules or {}}
-
-    voting = {"workflow": "voting", "routing": "isolated"}
-    rules = {"voting/selection_acc": 0.40, "voting/rule_first_acc": 0.38, "voting/rule_majority_acc": 0.45}
-    doc = {"provenance": {"commit": "abc1234", "date": "2026-11-28"}, "cells": {"done": 4},
-           "runs": [run("control", 0, 0.2, 0.7, 0.7, 0.0), run("control", 1, 0.2, 0.6, 0.6, 0.0),
-                    run("run", 0, 0.3, 0.8, 0.6, 0.2, rules, **voting), run("run", 1, 0.3, 0.5, 0.5, 0.0, rules, **voting)],
-           "against_control": [{"method": ["voting", "isolated"], "paired_with_control": 2,
-                                "problems": {"mean": 0.05, "ci95": [-0.1, 0.2], "n": 2},
-                                "generated_tokens": {"mean": -0.1, "ci95": None, "n": 1},
-                                "wall_seconds": {"mean": None, "ci95": None, "n": 0},
-                                "peak_vs_own_base": {"mean": 0.35, "ci95": [0.1, 0.6], "n": 2}}]}
-    (tmp_path / "real_grid.json").write_text(json.dumps(doc))
-    roles = tables_grid.real_grid_roles()
-    assert "| voting isolated | aggregator's pick | 0.40 (0.40–0.40) | always the first 0.38" in roles
-    assert "recorded 2026-11-28 at commit abc1234" in roles
 
 
 def test_the_role_shape_table_pairs_shared_with_isolated_by_seed(tmp_path, monkeypatch):

@@ -83,9 +83,9 @@ def _module(path: Path):
 
 
 @pytest.mark.parametrize("path, prompts", [("examples/two_solvers.py", "PROMPTS"),
-                                           ("benchmarks/held_out_workflows.py", "CRITIC_PROMPTS"),
-                                           ("benchmarks/held_out_workflows.py", "VOTE_PROMPTS"),
-                                           ("benchmarks/held_out_workflows.py", "COACH_PROMPTS")])
+                                           ("examples/held_out_workflows.py", "CRITIC_PROMPTS"),
+                                           ("examples/held_out_workflows.py", "VOTE_PROMPTS"),
+                                           ("examples/held_out_workflows.py", "COACH_PROMPTS")])
 def test_the_held_out_user_workflow_wording_is_never_generated(path, prompts):
     """The users' workflows the learning benchmark tries: their sentences must not be in the
     pretraining data, or the benchmark would prove nothing. (two_solvers' sentences are still

@@ -4,8 +4,8 @@ show of every recorded grid, rendered from the record alone.
 - **Arms**: per arm (a method, or the single-agent control), the seeds done and, for each asked
   metric (a validation metric: `accuracy`, or any `val/<name>` the workflow logs), its mean at
   step 0 and at the last validation with the 95 % t interval over seeds; accuracy's peak, its
-  deepest fall below an earlier peak and how many seeds fell by their cliff margin; with `curve`,
-  the mean accuracy at every validation.
+  deepest fall below an earlier peak, how many seeds fell by their cliff margin and the training
+  time (validation excluded); with `curve`, the mean accuracy at every validation.
 - **Paired**: each asked pair of arms, A − B paired by seed, for each metric at the last
   validation, and the first metric's gain over each run's own step 0: the mean, its 95 % t
   interval, the smallest difference the seeds could detect with 80 % power, and what the interval
@@ -130,23 +130,39 @@ def _cliffs(runs: dict[str, dict]) -> int:
     return sum(deepest_fall(r) >= (r.get("cliff_margin") or CLIFF_MARGIN) - 1e-12 for r in runs.values())
 
 
+def _accuracy_cells(runs: dict[str, dict]) -> list:
+    """Peak, deepest fall, seeds with a cliff and training minutes: what a trained arm's accuracy did."""
+    if all(r["kind"] == "base" for r in runs.values()):  # the base model is evaluated, not trained
+        return ["–"] * 4
+    minutes = [r["curve"][-1]["wall_seconds"] / 60 for r in runs.values()
+               if r["curve"] and isinstance(r["curve"][-1].get("wall_seconds"), (int, float))]
+    return [mean_ci(_values(runs, "accuracy", "peak")), mean_ci(_values(runs, "accuracy", "fall")), _cliffs(runs),
+            f"{statistics.fmean(minutes):.1f}" if minutes else "–"]
+
+
 def arms_table(doc: dict, metrics: tuple[str, ...] = ("accuracy",), curve: bool = False) -> str:
+    """Per arm, each metric from step 0 to the last validation; where accuracy is asked, its peak,
+    deepest fall, cliffs and training time too. An arm that logged none of the metrics is left out
+    (the control of a grid read for a selecting role's metrics)."""
     found = arms(doc)
     steps = sorted({v["step"] for runs in found.values() for r in runs.values() for v in validations(r)
                     if v["step"] is not None})
+    with_accuracy = "accuracy" in metrics
     head = ["arm", "seeds", *(f"{m}: step 0 → last, mean [95 % CI]" for m in metrics),
-            "peak accuracy, mean [95 % CI]", "deepest fall below an earlier peak, mean [95 % CI]",
-            "seeds with a cliff", *((f"step {s}" for s in steps) if curve else ())]
+            *(("peak accuracy, mean [95 % CI]", "deepest fall below an earlier peak, mean [95 % CI]",
+               "seeds with a cliff", "training minutes, mean") if with_accuracy else ()),
+            *((f"step {s}" for s in steps) if curve else ())]
     rows = [_row(head), "|---" * len(head) + "|"]
     for arm, runs in found.items():
-        cells = [arm, len(runs)]
-        trained = not all(r["kind"] == "base" for r in runs.values())  # the base model is evaluated, not trained
+        trained = not all(r["kind"] == "base" for r in runs.values())
+        cells, logged = [arm, len(runs)], False
         for m in metrics:
-            base = _values(runs, m, "base")
-            cells.append((f"{statistics.fmean(base):.3f} → " if base else "– → ")
-                         + (mean_ci(_values(runs, m, "last")) if trained else "–"))
-        cells += [mean_ci(_values(runs, "accuracy", "peak")), mean_ci(_values(runs, "accuracy", "fall")),
-                  _cliffs(runs)] if trained else ["–", "–", "–"]
+            base, last = _values(runs, m, "base"), _values(runs, m, "last") if trained else []
+            logged = logged or bool(base or last)
+            cells.append((f"{statistics.fmean(base):.3f} → " if base else "– → ") + (mean_ci(last) if trained else "–"))
+        if not logged:
+            continue
+        cells += _accuracy_cells(runs) if with_accuracy else []
         for s in steps if curve else ():
             accs = [v["accuracy"] for r in runs.values() for v in validations(r) if v["step"] == s]
             cells.append(f"{statistics.fmean(accs):.3f}" if accs else "–")
@@ -237,20 +253,24 @@ def _runs(doc: dict) -> list[dict]:
 def code_note(doc: dict) -> str:
     """"; code: <cell> at <sha>, <cell> at <sha>, <sha> from step 31, ..." for the finished runs
     whose directories stored which code wrote them (each start or resume: their `sittings`), then
-    those that did not. A record's own commit is its last writer's; the runs of a grid can span
-    commits. Unfinished runs are left out: no table shows their numbers."""
-    said, unknown = [], []
+    those that did not ("every run at <sha>" when one code wrote them all). A record's own commit
+    is its last writer's; the runs of a grid can span commits. Unfinished runs are left out (no
+    table shows their numbers), and so is the base model's evaluation (it trains nothing)."""
+    said, unknown = {}, []
     for run in _runs(doc):
-        if run.get("status") in ("pending", "started"):
+        if run.get("status") in ("pending", "started") or run.get("kind") == "base":
             continue
         name = run.get("cell") or f"seed {run.get('seed', '?')}"
         if code := describe(run.get("sittings") or []):
-            said.append(f"{name} at {code}")
+            said[name] = code
         else:
             unknown.append(name)
     if not said:
         return ""
-    return f"; code: {', '.join(said)}" + (f"; no commit stored for {', '.join(unknown)}" if unknown else "")
+    codes = set(said.values())
+    text = (f"; code: every run at {codes.pop()}" if len(codes) == 1 and not unknown
+            else "; code: " + ", ".join(f"{name} at {code}" for name, code in said.items()))
+    return text + (f"; no commit stored for {', '.join(unknown)}" if unknown else "")
 
 
 def kept_note(doc: dict) -> str:

@@ -5,8 +5,8 @@ pretraining data (tests/test_wordings.py checks every sentence), so that a rebui
 embedded model can be judged on wording it never saw, not on the one example it was tuned
 for. Each is built from generic role functions only.
 
-    rolecall train workflow.name=benchmarks.held_out_workflows:CriticLoop --steps 30
-    rolecall eval configs/examples/single.yaml workflow.name=benchmarks.held_out_workflows:LetterVote --base
+    rolecall train workflow.name=examples.held_out_workflows:CriticLoop --steps 30
+    rolecall eval configs/examples/single.yaml workflow.name=examples.held_out_workflows:LetterVote --base
 
 CoachedSolve was written in session 8, after CriticLoop and LetterVote had been measured and
 before the wordings were extended the second time.
