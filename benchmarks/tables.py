@@ -447,7 +447,8 @@ TABLES: dict[str, Callable[[], str]] = {
 def grid_table(command: str) -> str:
     """What `rolecall grid table RECORD [OPTIONS]` prints, rendered in process (the options of
     `rolecall grid table --help`)."""
-    from rolecall.grid.record_table import PARTS, markdown, parse_pair, read, with_control_from
+    from rolecall.grid.record_table import (  # the product's renderer, imported only for its blocks
+        PARTS, markdown, parse_pair, read, with_control_from)
 
     words = shlex.split(command)[3:]
     doc, opts, curve = read(ROOT / words[0]), {"--metric": [], "--pair": [], "--control-from": [], "--only": []}, False

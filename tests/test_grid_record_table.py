@@ -139,6 +139,8 @@ def test_a_control_from_another_record_is_paired_at_equal_costs_and_the_note_nam
             "no commit stored for co_trained-seed0, frozen_peers-seed1") in note  # not the started run
     assert "The control's runs are from `m.json`." in note
     assert "frozen_peers-seed2" not in note
+    with pytest.raises(ValueError, match="no run of the record logged 'debate/nope'; its validation metrics: accuracy"):
+        record_table.markdown(both, "d.json", metrics=("debate/nope",))
     with pytest.raises(ValueError, match="no table named nope"):
         record_table.markdown(both, "d.json", parts=("arms", "nope"))
     assert record_table.markdown(both, "d.json", pairs=[("co_trained", "control")], parts=("pairs",)).startswith(

@@ -337,6 +337,10 @@ def markdown(doc: dict, file: str, *, metrics: tuple[str, ...] = ("accuracy",), 
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise ValueError(f"no table named {', '.join(sorted(unknown))}; the tables are {', '.join(PARTS)}")
+    logged = {k for runs in arms(doc).values() for r in runs.values() for v in validations(r) for k in v} - {"step"}
+    if missing := [m for m in metrics if m not in logged]:
+        raise ValueError(f"no run of the record logged {', '.join(map(repr, missing))}; its validation metrics: "
+                         f"{', '.join(sorted(logged)) or 'none'}")
     out = [arms_table(doc, metrics, curve)] if "arms" in parts else []
     if pairs and "pairs" in parts:
         out.append(paired_table(doc, list(pairs), metrics))
