@@ -13,7 +13,7 @@ from statistics import fmean
 
 from benchmarks.provenance import provenance_of
 from rolecall.grid.record_table import code_note, kept_note
-from rolecall.grid.record_table import detectable as seeds_detectable
+from rolecall.grid.record_table import detectable  # the product's: one formula for every table
 
 RESULT = Path(__file__).resolve().parent / "results" / "real_grid.json"
 # (validation key, what the role is measured against, the trivial rules it is read against)
@@ -70,11 +70,6 @@ def _missing(what: str) -> str:
 
 DETECTABLE = ("\"detectable ≥\" is the smallest paired difference the seeds could detect with 80 % power "
               "(rolecall.compare.stats).")
-
-
-def detectable(values: list[float]) -> float | None:
-    """The smallest paired difference these seeds could detect with 80 % power; None from one seed."""
-    return seeds_detectable(values)
 
 
 def interval(p: dict) -> str:

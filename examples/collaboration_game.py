@@ -70,7 +70,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, however this file is loaded
-from collaboration_game_output import dumps, summary_table, write_record, write_svg  # noqa: E402,F401  (re-exported)
+from collaboration_game_output import dumps, summary_table, write_outputs, write_svg  # noqa: E402,F401  (re-exported)
 
 COLLABORATE, INDEPENDENT = 1, 0  # a0 and a1 of the paper
 
@@ -582,19 +582,7 @@ def main() -> None:
     t0 = time.time()
     results = experiment([int(s) for s in a.seeds.split(",")], a.iterations, a.sensitivity)
     results["total_wall_s"] = round(time.time() - t0, 1)
-    wrote = []
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "results.json").write_text(dumps(results) + "\n")
-        write_svg(results, a.out / "collaboration_game.svg")
-        wrote += [a.out / "results.json", a.out / "collaboration_game.svg"]
-    if a.figure:
-        a.figure.parent.mkdir(parents=True, exist_ok=True)
-        write_svg(results, a.figure)  # from the full-resolution curves
-        wrote.append(a.figure)
-    if a.record:
-        write_record(results, a.record)
-        wrote.append(a.record)
+    wrote = write_outputs(results, out=a.out, figure=a.figure, record=a.record)
     print(summary_table(results))
     print(f"wall time {results['total_wall_s']} s (main experiment {results['wall_s']} s); wrote "
           + ", ".join(map(str, wrote)))

@@ -128,3 +128,22 @@ def write_record(results: dict, path: Path) -> None:
                          "command": shlex.join(["python", *getattr(sys, "orig_argv", sys.argv)[1:]])}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(doc) + "\n")
+
+
+def write_outputs(results: dict, *, out: Path | None, figure: Path | None, record: Path | None) -> list[Path]:
+    """What the command line asked for: results.json and the figure into `out`, the figure at
+    `figure` (from the full-resolution curves), the record at `record`; the paths written."""
+    wrote = []
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(dumps(results) + "\n")
+        write_svg(results, out / "collaboration_game.svg")
+        wrote += [out / "results.json", out / "collaboration_game.svg"]
+    if figure:
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        write_svg(results, figure)
+        wrote.append(figure)
+    if record:
+        write_record(results, record)
+        wrote.append(record)
+    return wrote
