@@ -56,7 +56,7 @@ def test_dtype_and_device_fields(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})  # no native bf16: auto is float32
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     monkeypatch.setattr(precision, "cpu_flags", lambda: {"amx_bf16"})  # native and (said to be) faster: bf16
-    monkeypatch.setattr(precision, "cached_probe", lambda: 3.0)
+    monkeypatch.setattr(precision, "cached_probe", lambda model_dir=None: 3.0)
     assert resolve_dtype("auto", torch.device("cpu")) == torch.bfloat16
     assert resolve_dtype("bfloat16", torch.device("cpu")) == torch.bfloat16
     assert resolve_device("cpu") == torch.device("cpu")

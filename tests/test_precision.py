@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from rolecall.policies import precision
 from rolecall.policies.precision import MIN_SPEEDUP, auto_dtype, cpu_flags
 
 CPU = torch.device("cpu")
@@ -36,6 +37,35 @@ def test_without_native_bf16_float32_is_kept_and_nothing_is_measured():
 def test_native_bf16_that_does_not_measure_faster_keeps_float32():
     chosen = auto_dtype(CPU, flags={"avx512_bf16"}, probe=lambda: MIN_SPEEDUP - 0.1)
     assert chosen.dtype == torch.float32 and "measured only" in chosen.why
+
+
+def test_auto_is_the_default_and_is_measured_on_the_model_being_loaded(tiny_model_dir, monkeypatch):
+    from rolecall.schema import Config
+
+    assert Config().model.dtype == "auto"
+    chosen = auto_dtype(CPU, tiny_model_dir, flags={"avx512_bf16"}, probe=lambda: 1.0)
+    assert chosen.dtype == torch.float32 and "this model's forward and backward" in chosen.why
+    speedup = precision.measure_model_speedup(tiny_model_dir, repeats=1)  # runs anywhere; emulated bf16 is fine
+    assert speedup > 0 and speedup == speedup
+
+
+def test_each_model_is_probed_once_and_cached_apart(tiny_model_dir, tmp_path, monkeypatch):
+    import shutil
+
+    other = shutil.copytree(tiny_model_dir, tmp_path / "other")
+    cfg = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-5}))  # another model, same size
+    monkeypatch.setenv("ROLECALL_CACHE", str(tmp_path / "cache"))
+    calls = []
+    monkeypatch.setattr(precision, "measure_model_speedup", lambda d: calls.append(str(d)) or 1.5)
+    precision.cached_probe.cache_clear()
+    try:
+        assert precision.cached_probe(str(tiny_model_dir)) == 1.5 and precision.cached_probe(str(other)) == 1.5
+        precision.cached_probe.cache_clear()  # a new process: read from the file, not measured again
+        assert precision.cached_probe(str(tiny_model_dir)) == 1.5
+    finally:
+        precision.cached_probe.cache_clear()
+    assert calls == [str(tiny_model_dir), str(other)]
 
 
 def test_a_bf16_base_keeps_float32_adapters_and_trains(tiny_model_dir, tmp_path):

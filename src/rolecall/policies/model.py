@@ -107,9 +107,9 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype == "auto":  # bf16 where the hardware computes it natively and it measures faster (`precision`)
-        return auto_dtype(device).dtype
+def resolve_dtype(dtype: str, device: torch.device, model_dir: Path | None = None) -> torch.dtype:
+    if dtype == "auto":  # bf16 where the hardware computes it natively and it measures faster for this model (`precision`)
+        return auto_dtype(device, model_dir).dtype
     return _DTYPES[dtype]
 
 
@@ -127,7 +127,7 @@ def load_model(path: str, dtype: str = "float32", device: str = "cpu", what: str
     d = resolve_model_dir(path, what)
     check_weights(d, what)
     try:
-        model = AutoModelForCausalLM.from_pretrained(d, dtype=resolve_dtype(dtype, dev), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=resolve_dtype(dtype, dev, d), local_files_only=True)
     except SafetensorError as e:  # a damage the header check cannot see
         raise WeightsError(f"{what}: the weights in {d} do not load: {one_line(e)}") from None
     return model.to(dev)

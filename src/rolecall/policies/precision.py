@@ -3,9 +3,12 @@
 bfloat16 where the hardware computes it natively and it measures faster; float32 elsewhere.
 On a GPU that is `torch.cuda.is_bf16_supported()`. On a CPU it takes two things: the
 processor's flags name a native bf16 instruction (`avx512_bf16`, or AMX's `amx_bf16`), and a
-short probe (a matmul of a small model's shape, bf16 against fp32, a few repeats) finds bf16 at
-least `MIN_SPEEDUP` times as fast. Without native bf16, CPU kernels emulate it and fp32 is
-faster. The probe runs once per machine, torch version and thread count, and is cached.
+short probe finds bf16 at least `MIN_SPEEDUP` times as fast *for the model being loaded*: its
+own forward and activation backward (what a LoRA update runs), bf16 against fp32, best of a few
+repeats. A model as small as the embedded one is bound by casts and per-layer overhead, not by
+matmuls, so a matmul's speed-up says nothing about it; the model's own pass does. Without native
+bf16, CPU kernels emulate it and fp32 is faster, and nothing is measured. A probe runs once per
+machine, torch version, thread count and model, and is cached.
 
 Only the frozen base weights and their activations take this dtype: LoRA weights, optimizer
 state and the loss's log-probs stay float32 (PEFT keeps adapters in float32; `rolecall.loss`
@@ -14,6 +17,7 @@ computes log-probs in float32).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import time
@@ -28,6 +32,7 @@ from rolecall.paths import cache_dir
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 MIN_SPEEDUP = 1.2  # below this, bf16's rounding buys too little to be the default
 _PROBE_SHAPE = (512, 576, 1536)  # tokens x hidden x MLP width of a ~135 M-parameter model
+_PROBE_TOKENS = (2, 64)  # sequences x tokens of the model probe: a few seconds on a 135 M model, once
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,11 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     return set()
 
 
-def auto_dtype(device: torch.device, *, flags: set[str] | None = None,
+def auto_dtype(device: torch.device, model_dir: Path | str | None = None, *, flags: set[str] | None = None,
                probe: Callable[[], float] | None = None) -> AutoDtype:
-    """The dtype `auto` resolves to on `device`, with the reason in words. `flags` and `probe`
-    (returning bf16's speed over fp32's) stand in for the machine's own in tests."""
+    """The dtype `auto` resolves to on `device` for the model in `model_dir` (None: a matmul of a
+    ~135 M model's shape), with the reason in words. `flags` and `probe` (returning bf16's speed
+    over fp32's) stand in for the machine's own in tests."""
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported():
             return AutoDtype(torch.bfloat16, "this GPU computes bfloat16 natively")
@@ -58,11 +64,12 @@ def auto_dtype(device: torch.device, *, flags: set[str] | None = None,
     if not native:
         return AutoDtype(torch.float32, f"this CPU has no native bfloat16 ({' or '.join(NATIVE_BF16_FLAGS)} not in its "
                                         "flags), so float32 kernels are faster")
-    speedup = (probe or cached_probe)()
+    speedup = probe() if probe else cached_probe(None if model_dir is None else str(model_dir))
+    what = "a bfloat16 matmul" if model_dir is None else "this model's forward and backward in bfloat16"
     if speedup < MIN_SPEEDUP:
-        return AutoDtype(torch.float32, f"this CPU has {', '.join(native)}, but a bfloat16 matmul measured only "
+        return AutoDtype(torch.float32, f"this CPU has {', '.join(native)}, but {what} measured only "
                                         f"{speedup:.2f}x the float32 rate (below {MIN_SPEEDUP:g}x)")
-    return AutoDtype(torch.bfloat16, f"this CPU has {', '.join(native)} and a bfloat16 matmul measured {speedup:.2f}x "
+    return AutoDtype(torch.bfloat16, f"this CPU has {', '.join(native)} and {what} measured {speedup:.2f}x "
                                      "the float32 rate (base weights in bfloat16; LoRA, optimizer and log-probs in float32)")
 
 
@@ -82,11 +89,40 @@ def measure_speedup(repeats: int = 3) -> float:
     return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
+def measure_model_speedup(model_dir: Path | str, repeats: int = 3) -> float:
+    """The model's forward and activation backward (frozen weights, as under LoRA) on
+    `_PROBE_TOKENS` random tokens: fp32's best time over bf16's, after a warm-up of each."""
+    from transformers import AutoModelForCausalLM  # heavy; only where a CPU with native bf16 asks
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, local_files_only=True)
+    model.requires_grad_(False)
+    ids = torch.randint(0, model.config.vocab_size, _PROBE_TOKENS, generator=torch.Generator().manual_seed(0))
+    best = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        model.to(dtype)
+
+        def once():
+            embeds = model.get_input_embeddings()(ids).detach().requires_grad_()
+            model(inputs_embeds=embeds).logits.float().logsumexp(-1).mean().backward()
+
+        once()
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            once()
+            times.append(time.perf_counter() - t)
+        best[dtype] = min(times)
+    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
+
+
 @functools.cache  # one answer per process, even where the cache file cannot be written
-def cached_probe() -> float:
-    """`measure_speedup()`, measured once per CPU model, torch version and thread count."""
+def cached_probe(model_dir: str | None = None) -> float:
+    """`measure_speedup()` (no model) or `measure_model_speedup(model_dir)`, measured once per CPU
+    model, torch version, thread count and model (its config.json and weights files' sizes)."""
     model = next((line.partition(":")[2].strip() for line in _cpuinfo_lines() if line.startswith("model name")), "cpu")
     key = f"{model} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+    if model_dir is not None:
+        key += f" | model {_model_identity(Path(model_dir))}"
     path = cache_dir("precision.json")
     try:
         known = json.loads(path.read_text())
@@ -94,7 +130,7 @@ def cached_probe() -> float:
         known = {}
     if isinstance(known.get(key), (int, float)):
         return float(known[key])
-    speedup = measure_speedup()
+    speedup = measure_speedup() if model_dir is None else measure_model_speedup(model_dir)
     known = known if isinstance(known, dict) else {}
     known[key] = round(speedup, 3)
     try:
@@ -105,6 +141,17 @@ def cached_probe() -> float:
     except OSError:
         pass  # an unwritable cache only means measuring again next time
     return speedup
+
+
+def _model_identity(model_dir: Path) -> str:
+    """A cheap stand-in for the model's identity: its config.json and its weights files' sizes."""
+    h = hashlib.sha256()
+    for f in sorted(model_dir.iterdir()):
+        if f.name == "config.json":
+            h.update(f.read_bytes())
+        elif f.suffix in (".safetensors", ".bin"):
+            h.update(f"{f.name}:{f.stat().st_size}".encode())
+    return h.hexdigest()[:16]
 
 
 def _cpuinfo_lines() -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rolecall.algo.memory import micro_batch_tokens
 from rolecall.errors import UserError
-from rolecall.policies.model import resolve_device
+from rolecall.policies.model import resolve_device, resolve_model_dir
 from rolecall.policies.precision import auto_dtype
 from rolecall.rundir.checkpoint import load_checkpoint, mark_best, save_checkpoint
 from rolecall.rundir.cpu_share import CpuShare, cpu_share_or_none
@@ -59,7 +59,7 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
         if ranks.lead:  # which code writes the steps from here (a resume may run another)
             record_sitting(run.path, start)
         if cfg.model.dtype == "auto":  # say what `auto` chose and why, in metrics.jsonl and on the console
-            say_precision(log, launch, cfg, start)
+            say_precision(log, launch, cfg, stack, start)
         if cfg.algo.micro_batch_tokens == "auto":  # and what the micro-batch budget came to
             say_micro_batches(log, launch, stack, start)
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
@@ -141,12 +141,14 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
     return saved_at, requested
 
 
-def say_precision(log: RunLog, launch: Launch, cfg: Config, step: int) -> None:
-    chosen = auto_dtype(resolve_device(cfg.model.device))  # cached: the same answer the model was loaded with
-    name = str(chosen.dtype).removeprefix("torch.")
-    log.note(step, "precision", dtype=name, why=chosen.why)
-    if log.ranks.lead:
-        launch.notify(f"model.dtype auto: {name}: {chosen.why}")
+def say_precision(log: RunLog, launch: Launch, cfg: Config, stack: Stack, step: int) -> None:
+    several = len(stack.bases) > 1
+    for path in stack.bases:  # each base chose for itself; cached: the same answer it was loaded with
+        chosen = auto_dtype(resolve_device(cfg.model.device), resolve_model_dir(path))
+        name = str(chosen.dtype).removeprefix("torch.")
+        log.note(step, "precision", dtype=name, why=chosen.why, **({"model": path} if several else {}))
+        if log.ranks.lead:
+            launch.notify(f"model.dtype auto: {name}{f' ({path})' if several else ''}: {chosen.why}")
 
 
 def say_micro_batches(log: RunLog, launch: Launch, stack: Stack, step: int) -> None:
