@@ -19,9 +19,9 @@ HERE = Path(__file__).resolve().parent
 # module in one list or the other).
 SPEED = ("run", "compute", "compute_peers", "trl_compare", "comlrl_compare", "scaling", "data_parallel",
          "diagnostics_overhead", "shared_machine", "ray_rollout", "grid_cpu", "real_speed", "real_peers",
-         "real_precision_speed")
+         "real_precision_speed", "real_profile")
 MEMORY = ("real_memory",)
-EXPERIMENTS = ("deliberation", "heterogeneous",
+EXPERIMENTS = ("deliberation",
                "search_answer", "real_learning", "real_interventions", "real_precision",
                "real_warm_start")
 HELPERS = ("__init__", "__main__", "provenance", "children", "compute_model", "policy_sharing", "comlrl_arm", "tables",

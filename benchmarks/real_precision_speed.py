@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
     from rolecall.policies.model import resolve_model_dir
-    from rolecall.policies.precision import auto_dtype
+    from rolecall.policies.precision import auto_dtype  # what `auto` resolves to, said in the record
     from rolecall.train.step import train_step
 
     stacks = {arm: build(arm, args) for arm in arms}

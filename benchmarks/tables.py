@@ -436,10 +436,42 @@ def real_memory() -> str:
     return "\n".join(rows) + "\n"
 
 
+def real_profile() -> str:
+    """Where a real step's time goes, phase by phase (benchmarks/real_profile.py)."""
+    doc = _load("real_profile.json")
+    rows = []
+    for label, e in doc["entries"].items():
+        w, peak, prov = e["work"], e["matmul_gflops_per_s"], e.get("provenance") or provenance_of(doc)
+        rows += [f"**{label}** (`{e['config']}`, {e['dtype']}, {w['prompts']} problems × {w['samples']} samples × "
+                 f"{w['max_new_tokens']} tokens, step {e['step_s']} s; {prov['machine']['cpu']}, commit "
+                 f"{str(prov['commit'])[:7]}{'+' if prov.get('dirty') else ''}; matmul rate in the same run: fp32 "
+                 f"{peak['float32']:.0f}, bf16 {peak['bfloat16']:.0f} GFLOP/s; CPU flags: {', '.join(e['cpu_flags'])})", "",
+                 "| phase | wall, s (share) | matmul GFLOP/s | of the fp32 / bf16 matmul rate | matmul ops, s "
+                 "| attention, s | casts and copies, s | other ops, s | not in ops (Python), s |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        native = bool({"avx512_bf16", "amx_bf16"} & set(e["cpu_flags"]))  # else bf16 is emulated: no limit to read
+        for name, ph in e["phases"].items():
+            ops = ph["ops_s"]
+            bf16 = f"{ph['of_bf16_matmul_rate']:.2f}" if native else "—"
+            rate = (f"{ph['gflops_per_s']:.1f} | {ph['of_fp32_matmul_rate']:.2f} / {bf16}"
+                    if "gflops_per_s" in ph else "— | —")
+            rows.append(f"| {name} | {ph['wall_s']:.2f} ({ph['share']:.0%}) | {rate} | "
+                        + " | ".join(f"{ops.get(k, 0):.2f}" for k in ("matmul", "attention", "casts and copies",
+                                                                       "other ops"))
+                        + f" | {ph['unaccounted_s']:.2f} |")
+        rows.append("")
+    rows.append(_note("A phase's own wall time excludes the phases inside it; its op split comes from a second, "
+                      "identical step under torch.profiler (op self times, so a phase's columns can exceed its wall "
+                      "time where ops ran on several threads), and \"not in ops\" is its wall time less its ops'. "
+                      "Matmul work is counted from the shapes; backward is counted as one forward again "
+                      f"(activations only: the base is frozen). {_provenance_note(doc, 'real_profile.json')}"))
+    return "\n".join(rows) + "\n"
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "real_grid_role_shapes": real_grid_role_shapes, "real_interventions": real_interventions,
     "mpdf_real": mpdf_real, "mpdf_real_actions": mpdf_real_actions,
-    "real_precision_speed": real_precision_speed, "real_precision": real_precision, "real_memory": real_memory,
+    "real_precision_speed": real_precision_speed, "real_profile": real_profile, "real_precision": real_precision, "real_memory": real_memory,
     "real_peers": real_peers, "real_speed": real_speed, "real_base": real_base, "real_learning": real_learning, "speed": speed, "speed_notes": speed_notes, "compute_notes": compute_notes,
     "claims_deliberation": claims_deliberation}
 

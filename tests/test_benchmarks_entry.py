@@ -70,29 +70,32 @@ def test_every_recorded_result_names_a_command_whose_program_is_here():
                 assert words[3] in BENCHMARKS, (result, part)
             elif words[0] == "rolecall":
                 files = [w for w in words if w.endswith(".yaml")]
-                assert files and all((ROOT / f).is_file() for f in files) or words[1:3] == ["grid", "record"], \
-                    (result, part)
+                assert files and all((ROOT / f).is_file() for f in files) or words[1:3] == ["grid", "record"] \
+                    or words[1] in MAKES_A_MODEL, (result, part)
             else:
                 script = words[1] if words[0] in ("bash", "python") else words[0]
                 assert (ROOT / script).is_file(), (result, part)
 
 
+MAKES_A_MODEL = ("cut-model", "make-base", "get-model")  # a step before a grid: its input, no config
 SMOKE = ["train.steps=1", "train.val_every=1", "task.n_val=4", "rollout.problems_per_step=2", "rollout.group_size=2"]
 
 
-def _embedded_grid_commands() -> list[tuple[str, str]]:
-    """(result, grid file) for every recorded result a `rolecall grid ... --record` makes on the
-    embedded model (a grid whose cells start from configs/examples/: the real tier's need SmolLM2)."""
+def _embedded_grid_commands() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(result, grid file, the commands before it) for every recorded result a `rolecall grid ...
+    --record` makes on the embedded model (a grid whose cells start from configs/examples/: the
+    real tier's need SmolLM2); the commands before it make its inputs (`rolecall cut-model ...`)."""
     import yaml
 
     out = []
     for result, text in _reproducing_commands().items():
-        for cmd in re.findall(r"^`(rolecall grid [^`]+)`", text):
-            words = cmd.split()
-            grid = words[2]
-            if "--record" in words and (yaml.safe_load((ROOT / grid).read_text()).get("config") or "").startswith(
-                    "../examples/"):
-                out.append((result, grid))
+        cmd = re.match(r"`([^`]+)`", text)
+        parts = cmd.group(1).split(" && ") if cmd else []
+        for i, part in enumerate(parts):
+            words = part.split()
+            if words[:2] == ["rolecall", "grid"] and "--record" in words and (
+                    yaml.safe_load((ROOT / words[2]).read_text()).get("config") or "").startswith("../examples/"):
+                out.append((result, words[2], tuple(parts[:i])))
     return out
 
 
@@ -112,14 +115,24 @@ def _smoke_args(grid: str) -> list[str]:
             "--only", "seed=seed0", "--only", f"{name}={label}"]
 
 
-@pytest.mark.parametrize("result, grid", _embedded_grid_commands())
-def test_a_recorded_grid_runs_at_smoke_size_and_records(result, grid, tmp_path):
+@pytest.mark.parametrize("result, grid, before", _embedded_grid_commands())
+def test_a_recorded_grid_runs_at_smoke_size_and_records(result, grid, before, tmp_path):
     """The command that reproduces a recorded grid result runs end to end (seed 0, one step or its
-    cheapest cell) and writes a record of the same shape."""
-    into = tmp_path / result
+    cheapest cell) and writes a record of the same shape. Commands before it (making its inputs)
+    run first, in a folder of their own that sees the repository's configs as `configs/`."""
+    into, cwd = tmp_path / result, ROOT
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if before:
+        cwd = tmp_path / "work"
+        cwd.mkdir()
+        (cwd / "configs").symlink_to(ROOT / "configs")
+        for part in before:
+            made = subprocess.run([sys.executable, "-m", "rolecall", *part.split()[1:]], cwd=cwd, capture_output=True,
+                                  text=True, timeout=300, env=env)
+            assert made.returncode == 0, part + made.stdout[-2000:] + made.stderr[-2000:]
     done = subprocess.run([sys.executable, "-m", "rolecall", "grid", grid, "--out", str(tmp_path / "grid"),
-                           "--record", str(into), *_smoke_args(grid)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                           "--record", str(into), *_smoke_args(grid)], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     doc, recorded = json.loads(into.read_text()), json.loads((ROOT / "benchmarks" / "results" / result).read_text())
     assert doc["what"] == recorded["what"] == "rolecall grid" and doc["axes"] == recorded["axes"]

@@ -1,5 +1,5 @@
 """benchmarks/deliberation.py: the trained policy paired with each arm by seed; and a benchmark
-never removes a folder it did not write (`learning.clear_own`, used by deliberation.py and heterogeneous.py)."""
+never removes a folder it did not write (`learning.clear_own`, used by deliberation.py)."""
 from __future__ import annotations
 
 import sys

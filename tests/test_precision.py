@@ -3,12 +3,14 @@ elsewhere; the run says which and why. Base weights take it; LoRA weights stay f
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
 
 from rolecall.policies import precision
 from rolecall.policies.precision import MIN_SPEEDUP, auto_dtype, cpu_flags
+from rolecall.schema import Config
 
 CPU = torch.device("cpu")
 
@@ -40,8 +42,6 @@ def test_native_bf16_that_does_not_measure_faster_keeps_float32():
 
 
 def test_auto_is_the_default_and_is_measured_on_the_model_being_loaded(tiny_model_dir, monkeypatch):
-    from rolecall.schema import Config
-
     assert Config().model.dtype == "auto"
     chosen = auto_dtype(CPU, tiny_model_dir, flags={"avx512_bf16"}, probe=lambda: 1.0)
     assert chosen.dtype == torch.float32 and "this model's forward and backward" in chosen.why
@@ -50,8 +50,6 @@ def test_auto_is_the_default_and_is_measured_on_the_model_being_loaded(tiny_mode
 
 
 def test_each_model_is_probed_once_and_cached_apart(tiny_model_dir, tmp_path, monkeypatch):
-    import shutil
-
     other = shutil.copytree(tiny_model_dir, tmp_path / "other")
     cfg = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-5}))  # another model, same size

@@ -82,9 +82,8 @@ class ModelCfg(_Strict):
                                               "after `rolecall get-model smollm2-135m`), a `.gguf` file (converted once, "
                                               "cached by content) or a local HF checkpoint directory.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype; auto = bfloat16 where the hardware computes it natively and a probe "
-                            "of this model's own forward and backward finds it faster (a bf16 GPU; a CPU with "
-                            "avx512_bf16 or AMX), else float32.")
+        "auto", description="Weights dtype; auto = bfloat16 where the hardware computes it natively (a bf16 GPU; "
+                            "avx512_bf16 or AMX) and this model's own pass measures faster in it, else float32.")
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="auto | cpu | cuda | cuda:N.")
     enable_thinking: bool = Field(False, description="Passed to the chat template (Qwen3 thinking; the paper disables it).")
     chat_template: str | None = Field(None, description="Path to a Jinja chat template replacing the checkpoint's own.")

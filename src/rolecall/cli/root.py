@@ -6,7 +6,7 @@ import typer
 from rolecall.cli.compare import compare_app
 from rolecall.cli.grid import grid_app
 from rolecall.cli.runs import eval_cmd, export, generate, inspect, report
-from rolecall.cli.tools import configs, env, get_model_cmd, make_base_cmd
+from rolecall.cli.tools import configs, cut_model_cmd, env, get_model_cmd, make_base_cmd
 from rolecall.cli.train import train
 from rolecall.cli.verify import verify_app
 from rolecall.cli.warm_start import warm_start_cmd
@@ -41,6 +41,7 @@ app.command("warm-start")(warm_start_cmd)
 app.command("eval")(eval_cmd)
 app.command("make-base")(make_base_cmd)
 app.command("get-model")(get_model_cmd)
+app.command("cut-model")(cut_model_cmd)
 app.command()(export)
 app.command()(generate)
 app.command()(env)

@@ -1,5 +1,5 @@
-"""Commands that set up: make-base (the embedded base model), get-model (a real one), env (this machine),
-configs (the shipped ones)."""
+"""Commands that set up: make-base (the embedded base model), get-model (a real one), cut-model (a
+smaller base from one), env (this machine), configs (the shipped ones)."""
 from __future__ import annotations
 
 import json
@@ -95,6 +95,23 @@ def _check_base_out(out: Path) -> None:
             shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
             raise UserError(f"--out {str(out)!r} is not empty and holds no model built by make-base (it holds "
                             f"{shown}); nothing was written. Choose an empty or new directory")
+
+
+def cut_model_cmd(
+    source: str = typer.Argument(..., help="The model to cut: anything model.path takes (embedded, smollm2-135m, "
+                                 "a .gguf file, a checkpoint directory)."),
+    layers: int = typer.Option(..., "--layers", min=1, help="How many of its first decoder layers to keep."),
+    out: Path = typer.Option(..., "--out", help="A new or empty directory for the cut model."),
+) -> None:
+    """A smaller base from a bigger one: its first N layers, embeddings, final norm, head and
+    tokenizer. A cheap second base for a heterogeneous team: `policies.<name>.model=OUT`."""
+    from rolecall.cli.common import library_chatter  # imported here, with cut_model: rolecall --help stays light
+    from rolecall.policies.cut import cut_model  # imported here: keeps rolecall --help from loading torch
+
+    with as_user_errors(), library_chatter(None, verbose=False):  # no weight-loading bars
+        kept = cut_model(source, layers, out)
+    console.print(json.dumps(kept))
+    console.print(f"wrote {out}")
 
 
 def get_model_cmd(
