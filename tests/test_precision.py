@@ -94,8 +94,11 @@ def test_auto_is_said_in_the_run(tiny_model_dir, tmp_path, monkeypatch):
                              "train.steps=1"])
     run = train_run(cfg, tmp_path / "run", notify=said.append)
     assert any(s.startswith("model.dtype auto: float32: this CPU has no native bfloat16") for s in said), said
+    sitting = json.loads((run.path / "sittings.jsonl").read_text().splitlines()[0])
+    assert sitting["precision"][str(tiny_model_dir)]["dtype"] == "float32"
+    assert "no native bfloat16" in sitting["precision"][str(tiny_model_dir)]["why"]
     rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
-    assert any(r.get("event") == "precision" and r["dtype"] == "float32" for r in rows)
+    assert not any("event" in r for r in rows)  # the metric rows stay steps and validations
 
 
 def test_a_bf16_base_runs_its_float32_adapters_in_bf16_and_sees_every_update(tiny_model_dir):

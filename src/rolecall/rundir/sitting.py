@@ -81,12 +81,13 @@ def library_versions(names: tuple[str, ...] = ("torch", "transformers", "peft", 
     return out
 
 
-def record(run_dir: Path, step: int, stage: str | None = None) -> None:
+def record(run_dir: Path, step: int, stage: str | None = None, **more) -> None:
     """Append this process's sitting, beginning at `step` (of `stage`, for a staged trainer), to
-    `<run_dir>/sittings.jsonl`."""
+    `<run_dir>/sittings.jsonl`, with the caller's `more` (a run's `precision`: per base model,
+    the dtype its weights took and why)."""
     where = {"step": step} if stage is None else {"stage": stage, "step": step}
     with open(Path(run_dir) / FILE, "a") as f:
-        f.write(json.dumps({**where, **code_version(), "machine": machine()}) + "\n")
+        f.write(json.dumps({**where, **code_version(), "machine": machine(), **more}) + "\n")
 
 
 def describe(sittings: list[dict]) -> str | None:

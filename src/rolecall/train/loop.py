@@ -56,10 +56,13 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
             log_to(run.path)
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
-        if ranks.lead:  # which code writes the steps from here (a resume may run another)
-            record_sitting(run.path, start)
-        if cfg.model.dtype == "auto":  # say what `auto` chose and why, in metrics.jsonl and on the console
-            say_precision(log, launch, cfg, stack, start)
+        precision = precision_of(cfg, stack)
+        if ranks.lead:  # which code writes the steps from here, on what and in which dtype (a resume may differ)
+            record_sitting(run.path, start, precision=precision)
+            if cfg.model.dtype == "auto":  # and what `auto` chose and why, on the console
+                for path, chosen in precision.items():
+                    launch.notify(f"model.dtype auto: {chosen['dtype']}"
+                                  f"{f' ({path})' if len(precision) > 1 else ''}: {chosen['why']}")
         if cfg.algo.micro_batch_tokens == "auto":  # and what the micro-batch budget came to
             say_micro_batches(log, launch, stack, start)
         if not ranks.lead and ckpt is not None:  # rank 0 checked and loaded it; the others load the same
@@ -141,14 +144,16 @@ def run_steps(stack: Stack, log: RunLog, share: CpuShare | None, ranks: Ranks, l
     return saved_at, requested
 
 
-def say_precision(log: RunLog, launch: Launch, cfg: Config, stack: Stack, step: int) -> None:
-    several = len(stack.bases) > 1
+def precision_of(cfg: Config, stack: Stack) -> dict[str, dict]:
+    """Per base model path: the dtype its weights took and why. A run's sittings keep it, not
+    metrics.jsonl, so the metric rows stay steps and validations only."""
+    if cfg.model.dtype != "auto":
+        return {path: {"dtype": cfg.model.dtype, "why": "set by model.dtype"} for path in stack.bases}
+    out = {}
     for path in stack.bases:  # each base chose for itself; cached: the same answer it was loaded with
         chosen = auto_dtype(resolve_device(cfg.model.device), resolve_model_dir(path))
-        name = str(chosen.dtype).removeprefix("torch.")
-        log.note(step, "precision", dtype=name, why=chosen.why, **({"model": path} if several else {}))
-        if log.ranks.lead:
-            launch.notify(f"model.dtype auto: {name}{f' ({path})' if several else ''}: {chosen.why}")
+        out[path] = {"dtype": str(chosen.dtype).removeprefix("torch."), "why": chosen.why}
+    return out
 
 
 def say_micro_batches(log: RunLog, launch: Launch, stack: Stack, step: int) -> None:
