@@ -33,10 +33,10 @@ def test_max_minutes_stops_at_a_validated_checkpoint_and_resume_goes_on(tiny_mod
     rows = _rows(out)
     assert [r["step"] for r in rows if "val/accuracy" not in r and "reward/mean" in r] == [1, 2, 3, 4]
     assert [r["step"] for r in rows if "val/accuracy" in r] == [0, 1, 3, 4]
-    # Each sitting says where it began, which code wrote it and on which machine (a resume may run other code, elsewhere).
+    # Each sitting says where it began, which code wrote it, on which machine and in which dtype (a resume may differ).
     sittings = json.loads((out / "summary.json").read_text())["sittings"]
     assert [s["step"] for s in sittings] == [0, 1]
-    assert all(set(s) == {"step", "rolecall", "commit", "dirty", "machine"} for s in sittings), sittings
+    assert all(set(s) == {"step", "rolecall", "commit", "dirty", "machine", "precision"} for s in sittings), sittings
 
 
 def test_max_minutes_must_be_positive():
