@@ -22,6 +22,7 @@ Writes benchmarks/results/real_profile.json, one entry per --label (earlier labe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -53,24 +54,19 @@ class Phases:
         self.attn = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * getattr(
             cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
 
+    @contextlib.contextmanager
     def enter(self, name: str):
-        outer = self
-
-        class _Span:
-            def __enter__(self):
-                self.label = torch.profiler.record_function(name)  # the span, for the profiler's op split
-                self.label.__enter__()
-                outer.stack.append([name, time.perf_counter(), 0.0])
-
-            def __exit__(self, *exc):
-                name_, t0, children = outer.stack.pop()
+        """A span of phase `name`, also labelled for the profiler's op split."""
+        with torch.profiler.record_function(name):
+            self.stack.append([name, time.perf_counter(), 0.0])
+            try:
+                yield
+            finally:
+                _, t0, children = self.stack.pop()
                 spent = time.perf_counter() - t0
-                self.label.__exit__(*exc)
-                outer.wall[name_] += spent - children
-                if outer.stack:
-                    outer.stack[-1][2] += spent
-                return False
-        return _Span()
+                self.wall[name] += spent - children
+                if self.stack:
+                    self.stack[-1][2] += spent
 
     def forward_flops(self, ids: torch.Tensor, kwargs: dict) -> float:
         rows, seq = ids.shape

@@ -10,6 +10,8 @@ there.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 from rolecall.errors import UserError
@@ -36,12 +38,20 @@ def cut_model(source: str, layers: int, out: Path) -> dict:
     model.config.num_hidden_layers = layers
     if getattr(model.config, "layer_types", None):  # per-layer attention kinds (sliding or full), cut alike
         model.config.layer_types = model.config.layer_types[:layers]
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
     kept = {"source": source, "source_dir": str(resolve_model_dir(source)), "layers": f"{layers} of {full}",
             "params": sum(p.numel() for p in model.parameters())}
-    (out / RECORD).write_text(json.dumps(kept, indent=1) + "\n")
+    # Written beside `out` and moved in whole: a cut stopped midway (Ctrl-C) leaves no half model there.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(partial)
+        tok.save_pretrained(partial)
+        (partial / RECORD).write_text(json.dumps(kept, indent=1) + "\n")
+        if out.exists():  # empty, or a model cut-model wrote (checked above)
+            shutil.rmtree(out)
+        partial.rename(out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return kept
 
 

@@ -79,13 +79,7 @@ def measure_speedup(repeats: int = 3) -> float:
     best = {}
     for dtype in (torch.float32, torch.bfloat16):
         a, b = torch.randn(n, k, dtype=dtype), torch.randn(k, m, dtype=dtype)
-        a @ b  # warm-up: kernel selection, first-touch of the buffers
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t)
-        best[dtype] = min(times)
+        best[dtype] = _best_time(lambda: a @ b, repeats)
     return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
@@ -97,22 +91,27 @@ def measure_model_speedup(model_dir: Path | str, repeats: int = 3) -> float:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, local_files_only=True)
     model.requires_grad_(False)
     ids = torch.randint(0, model.config.vocab_size, _PROBE_TOKENS, generator=torch.Generator().manual_seed(0))
+
+    def once():
+        embeds = model.get_input_embeddings()(ids).detach().requires_grad_()
+        model(inputs_embeds=embeds).logits.float().logsumexp(-1).mean().backward()
+
     best = {}
     for dtype in (torch.float32, torch.bfloat16):
         model.to(dtype)
-
-        def once():
-            embeds = model.get_input_embeddings()(ids).detach().requires_grad_()
-            model(inputs_embeds=embeds).logits.float().logsumexp(-1).mean().backward()
-
-        once()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            once()
-            times.append(time.perf_counter() - t)
-        best[dtype] = min(times)
+        best[dtype] = _best_time(once, repeats)
     return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
+
+
+def _best_time(fn: Callable[[], object], repeats: int) -> float:
+    """`fn`'s fastest of `repeats` timed calls, after one untimed (kernel selection, first touch)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
 
 
 @functools.cache  # one answer per process, even where the cache file cannot be written

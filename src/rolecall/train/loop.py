@@ -56,8 +56,8 @@ def run_rl(cfg: Config, run: RunDir, launch: Launch) -> Path:
             log_to(run.path)
         fingerprint = run_fingerprint(cfg, stack)
         ckpt, start, validated = ranks.on_lead(lambda: restore(cfg, run, stack, point, logged, fingerprint, launch))
-        precision = precision_of(cfg, stack)
         if ranks.lead:  # which code writes the steps from here, on what and in which dtype (a resume may differ)
+            precision = precision_of(cfg, stack)
             record_sitting(run.path, start, precision=precision)
             if cfg.model.dtype == "auto":  # and what `auto` chose and why, on the console
                 for path, chosen in precision.items():
